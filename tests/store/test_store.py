@@ -1,0 +1,134 @@
+"""The store round-trips what the writer puts, in order, and survives a killed writer."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tvis_tui.errors import TvisError
+from tvis_tui.store import CallRecord, RunReader, RunWriter, Site, Slot, StepRecord, TensorStats
+from tvis_tui.store.runs import find_runs, new_run_path, run_status
+
+
+def _call(seq, parent=0, depth=0, step=1, phase="forward", name="m", line=10, **kw):
+    return CallRecord(seq=seq, parent=parent, depth=depth, step=step, phase=phase, kind="module",
+                      name=name, type="Linear", call_site=Site("/src/train.py", line),
+                      def_site=Site("/lib/linear.py", 5), **kw)
+
+
+def test_calls_children_and_sites_round_trip(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        w.put_call(_call(1, name="model"))
+        w.put_call(_call(2, parent=1, depth=1, name="model.fc1", line=20))
+        w.put_call(_call(3, parent=1, depth=1, name="model.fc1", line=20))
+        w.put_call(_call(4, phase="loss", name="criterion", line=11))
+        w.put_call(_call(2, parent=1, depth=1, name="model.fc1", line=20, duration_ns=7), first=False)
+    r = RunReader(tmp_path / "run")
+    assert r.call_count() == 4
+    assert r.call(2).duration_ns == 7
+    assert r.call(2).call_site == Site("/src/train.py", 20)
+    assert r.children(0) == [1, 4]
+    assert r.children(1) == [2, 3]
+    assert r.children(1, after=2) == [3]
+    assert r.calls_at("/src/train.py", 20) == [2, 3]
+    assert [c.seq for c in r.calls(2, 3)] == [2, 3]
+    assert [(p.phase, p.first_seq, p.last_seq) for p in r.phases(1)] == [("forward", 1, 3), ("loss", 4, 4)]
+
+
+def test_slots_and_values_round_trip_including_nan(tmp_path):
+    arr = np.array([[1.0, np.nan], [np.inf, -2.0]], dtype=np.float32)
+    stats = TensorStats(numel=4, min=-2.0, max=1.0, nan=1, posinf=1)
+    with RunWriter(tmp_path / "run") as w:
+        w.put_call(_call(1, nonfinite_output=True))
+        w.put_slot(1, Slot("input", 0, "args[0]", repr="3"))
+        w.put_slot(1, Slot("output", 0, "out", shape=(2, 2), dtype="float32", stats=stats,
+                           hist=(1, 1), hist_lo=-2.0, hist_hi=1.0, values_dtype="float32"),
+                   arr.tobytes())
+    r = RunReader(tmp_path / "run")
+    out = r.slots(1, "output")[0]
+    assert out.shape == (2, 2) and out.stats.nonfinite == 2 and out.hist == (1, 1)
+    np.testing.assert_array_equal(r.values(1, out), arr)
+    assert [s.role for s in r.slots(1)] == ["input", "output"]
+    assert r.nonfinite_calls() == [1]
+
+
+def test_map_grows_instead_of_failing(tmp_path):
+    blob = os.urandom(1 << 20)
+    with RunWriter(tmp_path / "run") as w:
+        for seq in range(1, 101):  # 100 MiB > the 64 MiB initial map
+            w.put_call(_call(seq))
+            w.put_slot(seq, Slot("output", 0, "out", shape=(len(blob),), dtype="uint8",
+                                 values_dtype="uint8"), blob)
+    r = RunReader(tmp_path / "run")
+    assert r.call_count() == 100
+    assert r.values(100, r.slots(100)[0]).tobytes() == blob
+
+
+def test_steps_and_meta(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", status="running")
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=9, loss=0.5, phase_ns={"forward": 3}))
+        w.close(status="ok", steps_recorded=1)
+    r = RunReader(tmp_path / "run")
+    assert r.meta()["status"] == "ok"
+    assert r.step(1).loss == 0.5 and r.step(1).phase_ns == {"forward": 3}
+    assert [s.step for s in r.steps()] == [1]
+
+
+def test_killed_writer_leaves_committed_calls_readable(tmp_path):
+    run = tmp_path / "run"
+    code = textwrap.dedent(f"""
+        import sys, time
+        from tvis_tui.store import CallRecord, RunWriter
+        w = RunWriter({str(run)!r}, max_pending_seconds=0.0)
+        w.put_meta(status="running", pid=0)
+        for seq in range(1, 1_000_000):
+            w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=1, phase="forward",
+                                  kind="module", name="m"))
+            if seq == 500:
+                print("ready", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    r = RunReader(run)
+    n = r.call_count()
+    assert n >= 499
+    assert [c.seq for c in r.calls(1, n)] == list(range(1, n + 1))
+    assert run_status(r.meta()) == "stopped"
+
+
+def test_not_a_run_gives_one_line_error(tmp_path):
+    with pytest.raises(TvisError, match="no such run folder"):
+        RunReader(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TvisError, match="not a tvis run"):
+        RunReader(tmp_path / "empty")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "data.mdb").write_bytes(b"garbage" * 100)
+    with pytest.raises(TvisError) as err:
+        RunReader(tmp_path / "junk")
+    assert "\n" not in str(err.value)
+
+
+def test_find_runs_newest_first(tmp_path):
+    for name, started in [("a", "2026-01-01T00:00:00"), ("b", "2026-02-01T00:00:00")]:
+        with RunWriter(tmp_path / name) as w:
+            w.put_meta(script=f"{name}.py", started_at=started, status="ok", steps_recorded=2)
+    (tmp_path / "not-a-run").mkdir()
+    runs = find_runs(tmp_path)
+    assert [r.script for r in runs] == ["b.py", "a.py"]
+    assert runs[0].status == "ok" and runs[0].steps == 2
+
+
+def test_new_run_path_is_unique(tmp_path):
+    first = new_run_path(tmp_path, "train.py", name="x")
+    first.mkdir()
+    assert new_run_path(tmp_path, "train.py", name="x").name == "x-2"

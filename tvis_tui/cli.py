@@ -1,0 +1,62 @@
+"""The `tvis` command: parses arguments and hands each subcommand to its module.
+
+Each subcommand lives in `tvis_tui/commands/<name>.py` with two functions,
+`configure(parser)` and `main(args) -> int`. Those modules import only argparse-level
+code at import time so that `tvis check` or `tvis tui` never pays for `import torch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from tvis_tui import __version__
+from tvis_tui.errors import TvisError
+
+# name -> one-line help. The module is tvis_tui.commands.<name>.
+COMMANDS: dict[str, str] = {
+    "run": "run a training script and record its first steps",
+    "ls": "list recorded runs",
+    "export": "write a recorded run as JSON or JSON lines",
+    "tui": "browse a recorded run in the terminal",
+    "check": "find costly training bugs without running the script",
+    "vram": "estimate whether a training script fits in GPU memory",
+    "gpus": "list the GPUs that `tvis vram --gpu` knows",
+}
+
+
+def _command_module(name: str):
+    return importlib.import_module(f"tvis_tui.commands.{name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tvis", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"tvis {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_line in COMMANDS.items():
+        module = _command_module(name)
+        command_parser = sub.add_parser(name, help=help_line, description=help_line)
+        module.configure(command_parser)
+        command_parser.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except TvisError as exc:
+        print(f"tvis: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Value and key encodings of the store. MessagePack only: decoding never executes code.
+
+Keys are big-endian unsigned integers so that LMDB's byte order is numeric order.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+
+_U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+_SLOT = struct.Struct(">QBH")  # call seq, role code, slot index
+_SITE = struct.Struct(">IIQ")  # file id, line, call seq
+_CHILD = struct.Struct(">QQ")  # parent seq, child seq
+_PHASE = struct.Struct(">IH")  # step, ordinal within the step
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    # ext types come back as msgpack.ExtType objects: inert data, never code.
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def u64(n: int) -> bytes:
+    return _U64.pack(n)
+
+
+def from_u64(key: bytes) -> int:
+    return _U64.unpack(key)[0]
+
+
+def u32(n: int) -> bytes:
+    return _U32.pack(n)
+
+
+def from_u32(key: bytes) -> int:
+    return _U32.unpack(key)[0]
+
+
+def slot_key(seq: int, role_code: int, index: int) -> bytes:
+    return _SLOT.pack(seq, role_code, index)
+
+
+def parse_slot_key(key: bytes) -> tuple[int, int, int]:
+    return _SLOT.unpack(key)
+
+
+def site_key(file_id: int, line: int, seq: int) -> bytes:
+    return _SITE.pack(file_id, line, seq)
+
+
+def parse_site_key(key: bytes) -> tuple[int, int, int]:
+    return _SITE.unpack(key)
+
+
+def child_key(parent: int, child: int) -> bytes:
+    return _CHILD.pack(parent, child)
+
+
+def parse_child_key(key: bytes) -> tuple[int, int]:
+    return _CHILD.unpack(key)
+
+
+def phase_key(step: int, ordinal: int) -> bytes:
+    return _PHASE.pack(step, ordinal)

@@ -1,0 +1,255 @@
+"""RunReader: random access to a recorded run without loading it.
+
+Every method opens a short read transaction, so a run that `tvis run` is still writing
+can be read at the same time: the reader sees what was committed, and more after
+`refresh()`. Results decode from MessagePack and raw array bytes only.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+
+import lmdb
+import numpy as np
+
+from tvis_tui.errors import TvisError
+from tvis_tui.store import codec, layout
+from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Site, Slot, StepRecord
+
+_ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
+
+
+class RunReader:
+    """Read-only view of one run folder. Raises TvisError for paths that hold no run."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise TvisError(f"{self.path}: no such run folder")
+        if not (self.path / layout.DATA_FILE).is_file():
+            raise TvisError(f"{self.path}: not a tvis run (no {layout.DATA_FILE})")
+        self._env = self._open_env()
+        self._dbs: dict[bytes, Any] = {}
+        self._files: dict[int, str] = {}
+        version = self.meta().get("schema_version")
+        if version is None:
+            raise TvisError(f"{self.path}: not a tvis run (no schema version)")
+        if version > layout.SCHEMA_VERSION:
+            raise TvisError(
+                f"{self.path}: recorded with store schema {version}; this tvis reads up to "
+                f"{layout.SCHEMA_VERSION} (upgrade tvis)"
+            )
+        self.call = lru_cache(maxsize=4096)(self._call)  # type: ignore[method-assign]
+
+    def _open_env(self) -> Any:
+        kwargs = dict(readonly=True, max_dbs=layout.MAX_DATABASES, map_size=0)
+        try:
+            try:
+                return lmdb.open(str(self.path), lock=True, **kwargs)
+            except lmdb.Error:
+                # A run on read-only media (or someone else's files) cannot take the
+                # reader lock; it is not being written then, so reading lock-free is safe.
+                return lmdb.open(str(self.path), lock=False, **kwargs)
+        except lmdb.Error as exc:
+            raise TvisError(f"{self.path}: unreadable run ({_first_line(exc)})") from None
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _db(self, name: bytes) -> Any | None:
+        if name not in self._dbs:
+            try:
+                self._dbs[name] = self._env.open_db(name, create=False)
+            except lmdb.NotFoundError:
+                return None
+            except lmdb.Error as exc:
+                raise TvisError(f"{self.path}: corrupt run ({_first_line(exc)})") from None
+        return self._dbs[name]
+
+    def _txn(self) -> Any:
+        try:
+            return self._env.begin()
+        except lmdb.MapResizedError:
+            # The writer grew the map since we opened; adopt its new size.
+            self._env.set_mapsize(0)
+            return self._env.begin()
+
+    def get_raw(self, db: bytes, key: bytes) -> bytes | None:
+        handle = self._db(db)
+        if handle is None:
+            return None
+        with self._txn() as txn:
+            return txn.get(key, db=handle)
+
+    def get_record(self, db: bytes, key: bytes) -> Any:
+        raw = self.get_raw(db, key)
+        return None if raw is None else codec.unpack(raw)
+
+    def scan(self, db: bytes, start: bytes = b"", stop: bytes | None = None, *,
+             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs with start <= key < stop, in key order (or reversed).
+        Lazy: the read transaction lives until the loop ends or breaks."""
+        handle = self._db(db)
+        if handle is None:
+            return
+        with self._txn() as txn:
+            yield from _range(txn.cursor(db=handle), start, stop, reverse)
+
+    def refresh(self) -> None:
+        """Forget cached records so that a run still being written shows new data."""
+        self.call.cache_clear()
+        self._dbs.clear()
+
+    # -- metadata and sources ------------------------------------------------------------
+
+    def meta(self) -> dict[str, Any]:
+        return {k.decode(): codec.unpack(v) for k, v in self.scan(layout.META)}
+
+    def file_path(self, file_id: int) -> str:
+        path = self._files.get(file_id)
+        if path is None:
+            raw = self.get_raw(layout.FILES, codec.u32(file_id))
+            path = raw.decode() if raw is not None else f"<file {file_id}>"
+            self._files[file_id] = path
+        return path
+
+    def files(self) -> list[str]:
+        return [v.decode() for _, v in self.scan(layout.FILES)]
+
+    def source(self, path: str) -> str | None:
+        """The text of `path` as it was when the run was recorded."""
+        for key, value in self.scan(layout.FILES):
+            if value.decode() == path:
+                raw = self.get_raw(layout.SOURCES, key)
+                return None if raw is None else raw.decode(errors="replace")
+        return None
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def call_count(self) -> int:
+        """The highest sequence number committed (calls are numbered from 1)."""
+        for key, _ in self.scan(layout.CALLS, reverse=True):
+            return codec.from_u64(key)
+        return 0
+
+    def _call(self, seq: int) -> CallRecord | None:
+        data = self.get_record(layout.CALLS, codec.u64(seq))
+        return None if data is None else self._decode_call(data)
+
+    def _decode_call(self, data: dict[str, Any]) -> CallRecord:
+        for name in ("call_site", "def_site"):
+            site = data.get(name)
+            if isinstance(site, list):
+                data[name] = Site(self.file_path(site[0]), site[1])
+            elif isinstance(site, dict):
+                data[name] = Site(site["file"], site["line"])
+        return CallRecord.from_wire(data)
+
+    def calls(self, first: int, last: int) -> list[CallRecord]:
+        """Calls with first <= seq <= last, in order."""
+        return [
+            self._decode_call(codec.unpack(v))
+            for _, v in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1))
+        ]
+
+    def children(self, seq: int, *, after: int = 0, limit: int | None = None) -> list[int]:
+        """Sequence numbers of the calls made directly inside call `seq` (0: top level),
+        starting after child `after`, at most `limit` of them."""
+        out: list[int] = []
+        for key, _ in self.scan(layout.CHILDREN, codec.child_key(seq, after + 1),
+                                codec.child_key(seq + 1, 0)):
+            out.append(codec.parse_child_key(key)[1])
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def calls_at(self, file: str, line: int) -> list[int]:
+        """Sequence numbers of the calls made from `file:line`, in order."""
+        fid = next((codec.from_u32(k) for k, v in self.scan(layout.FILES) if v.decode() == file), None)
+        if fid is None:
+            return []
+        keys = self.scan(layout.SITES, codec.site_key(fid, line, 0), codec.site_key(fid, line + 1, 0))
+        return [codec.parse_site_key(k)[2] for k, _ in keys]
+
+    def nonfinite_calls(self) -> list[int]:
+        """Calls whose outputs hold NaN or Inf, in order."""
+        return [codec.from_u64(k) for k, _ in self.scan(layout.NONFINITE)]
+
+    # -- slots and values ----------------------------------------------------------------
+
+    def slots(self, seq: int, role: str | None = None) -> list[Slot]:
+        """Inputs, outputs, gradients... of call `seq` (one role, or all), in order."""
+        if role is None:
+            start, stop = codec.slot_key(seq, 0, 0), codec.slot_key(seq + 1, 0, 0)
+        else:
+            code = _ROLE_CODES[role]
+            start, stop = codec.slot_key(seq, code, 0), codec.slot_key(seq, code + 1, 0)
+        return [Slot.from_wire(codec.unpack(v)) for _, v in self.scan(layout.SLOTS, start, stop)]
+
+    def values(self, seq: int, slot: Slot) -> np.ndarray | None:
+        """The stored values of a tensor slot, or None when they were not captured."""
+        if not slot.has_values or slot.shape is None:
+            return None
+        raw = self.get_raw(layout.VALUES, codec.slot_key(seq, _ROLE_CODES[slot.role], slot.index))
+        if raw is None:
+            return None
+        dtype = np.dtype(slot.values_dtype).newbyteorder("<")
+        return np.frombuffer(raw, dtype=dtype).reshape(slot.shape)
+
+    # -- steps and phases ----------------------------------------------------------------
+
+    def steps(self) -> list[StepRecord]:
+        return [StepRecord.from_wire(codec.unpack(v)) for _, v in self.scan(layout.STEPS)]
+
+    def step(self, step: int) -> StepRecord | None:
+        data = self.get_record(layout.STEPS, codec.u32(step))
+        return None if data is None else StepRecord.from_wire(data)
+
+    def phases(self, step: int) -> list[PhaseSpan]:
+        """The phase spans of a step, in order (data, forward, loss, backward, ...)."""
+        rows = self.scan(layout.PHASES, codec.phase_key(step, 0), codec.phase_key(step + 1, 0))
+        return [PhaseSpan.from_wire(codec.unpack(v)) for _, v in rows]
+
+    def phase_steps(self) -> list[int]:
+        """Step numbers that hold at least one call (the last may still be open)."""
+        steps: list[int] = []
+        for key, _ in self.scan(layout.PHASES):
+            step = codec.from_u32(key[:4])
+            if not steps or steps[-1] != step:
+                steps.append(step)
+        return steps
+
+    def close(self) -> None:
+        self._env.close()
+
+    def __enter__(self) -> "RunReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _range(cursor: Any, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+    if not reverse:
+        if not cursor.set_range(start):
+            return
+        for key, value in cursor:
+            if stop is not None and key >= stop:
+                return
+            yield key, value
+        return
+    positioned = cursor.set_range(stop) if stop is not None else cursor.last()
+    if stop is not None:
+        positioned = cursor.prev() if positioned else cursor.last()
+    if not positioned:
+        return
+    for key, value in cursor.iterprev():
+        if key < start:
+            return
+        yield key, value
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]

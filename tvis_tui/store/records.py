@@ -1,0 +1,180 @@
+"""The records a run holds, as the reader hands them out and the writer takes them in.
+
+Each record travels as a MessagePack map of its field names. Decoding ignores fields it
+does not know and fills defaults for ones it lacks, so older readers open newer runs
+within one schema version (see docs/store-format.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+PHASES: tuple[str, ...] = ("data", "forward", "loss", "backward", "optimizer", "other")
+"""Phases of a training step, in the order a step usually runs through them."""
+
+ROLES: tuple[str, ...] = ("input", "output", "grad", "param_grad", "update", "param")
+"""What a slot of a call holds; the index is the role code used in keys."""
+
+T = TypeVar("T", bound="_Wire")
+
+
+class _Wire:
+    """MessagePack round trip by field name, tolerant of added and missing fields."""
+
+    __slots__ = ()
+
+    _nested: ClassVar[dict[str, type]] = {}
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, _Wire):
+                value = value.to_wire()
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_wire(cls: type[T], data: dict[str, Any]) -> T:
+        known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        kwargs: dict[str, Any] = {}
+        for name, value in data.items():
+            if name not in known:
+                continue
+            nested = cls._nested.get(name)
+            if nested is not None and isinstance(value, dict):
+                value = nested.from_wire(value)
+            elif isinstance(value, list) and name in _TUPLE_FIELDS:
+                value = tuple(value)
+            kwargs[name] = value
+        return cls(**kwargs)
+
+
+_TUPLE_FIELDS = {"shape", "hist"}
+
+
+@dataclass(frozen=True, slots=True)
+class Site(_Wire):
+    """A place in a source file. `file` is the path as recorded (absolute)."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorStats(_Wire):
+    """Statistics over a tensor's values. min/max/mean/std/norm skip NaN and ±Inf;
+    they are None when no finite value exists (or for dtypes without an order)."""
+
+    numel: int = 0
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    norm: float | None = None
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    zeros: int = 0
+
+    @property
+    def nonfinite(self) -> int:
+        return self.nan + self.posinf + self.neginf
+
+
+@dataclass(frozen=True, slots=True)
+class Slot(_Wire):
+    """One input, output, gradient or other value attached to a call.
+
+    A tensor slot has shape/dtype/stats; any other value has only `repr`.
+    `hist` holds counts of finite values in equal bins over [hist_lo, hist_hi].
+    `values_dtype` is the numpy dtype of the stored values (bf16 is stored as float32)
+    and is None when the values were over the cap or not captured.
+    """
+
+    role: str
+    index: int
+    path: str
+    repr: str | None = None
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    device: str | None = None
+    requires_grad: bool = False
+    stats: TensorStats | None = None
+    hist: tuple[int, ...] = ()
+    hist_lo: float | None = None
+    hist_hi: float | None = None
+    values_dtype: str | None = None
+
+    _nested: ClassVar[dict[str, type]] = {"stats": TensorStats}
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.shape is not None
+
+    @property
+    def has_values(self) -> bool:
+        return self.values_dtype is not None
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord(_Wire):
+    """One call: a module's forward, a user function, a backward() or an optimizer step.
+
+    `seq` starts at 1 and follows call (entry) order; `parent` is 0 for top-level calls.
+    `step` starts at 1. Times are nanoseconds; `duration_ns` excludes tvis's own work and
+    is None while the call has not returned (or never did: see `error`).
+    """
+
+    seq: int
+    parent: int
+    depth: int
+    step: int
+    phase: str
+    kind: str
+    name: str
+    type: str = ""
+    call_site: Site | None = None
+    def_site: Site | None = None
+    start_ns: int = 0
+    duration_ns: int | None = None
+    nonfinite_output: bool = False
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _nested: ClassVar[dict[str, type]] = {"call_site": Site, "def_site": Site}
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord(_Wire):
+    """One training step: the calls `first_seq..last_seq` and what was measured over them.
+
+    `phase_ns` maps a phase name to wall time in nanoseconds. `rule` says how the step
+    ended: "optimizer" (an Optimizer.step() call) or "backward" (no torch.optim in use).
+    """
+
+    step: int
+    first_seq: int
+    last_seq: int
+    loss: float | None = None
+    rule: str = "optimizer"
+    phase_ns: dict[str, int] = field(default_factory=dict)
+    peak_bytes: int | None = None
+    complete: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSpan(_Wire):
+    """A maximal run of consecutive calls of one step that share a phase."""
+
+    step: int
+    ordinal: int
+    phase: str
+    first_seq: int
+    last_seq: int

@@ -1,0 +1,191 @@
+"""RunWriter: appends a run to its LMDB environment in batched, crash-safe transactions.
+
+Puts are buffered and committed together; a committed transaction survives the process
+being killed (LMDB pages reach the OS on commit), so a run killed at any moment opens with
+everything up to the last commit. Commits happen when the buffer passes a size or an age,
+on `flush()`, and on `close()`. The map doubles whenever a commit does not fit.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import lmdb
+
+from tvis_tui.store import codec, layout
+from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Slot, StepRecord
+
+_ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
+
+
+class RunWriter:
+    """Writes one run. Thread-safe: hooks on several threads may share one writer."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_pending_bytes: int = 8 << 20,
+        max_pending_seconds: float = 0.5,
+    ) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        if (self.path / layout.DATA_FILE).exists():
+            raise FileExistsError(f"{self.path} already holds a run")
+        self._env = lmdb.open(
+            str(self.path),
+            map_size=layout.INITIAL_MAP_SIZE,
+            max_dbs=layout.MAX_DATABASES,
+            # No fsync per commit: a killed process loses nothing committed; only a
+            # power cut could, and recording speed matters more than that here.
+            sync=False,
+            metasync=False,
+        )
+        self._dbs: dict[bytes, Any] = {}
+        for name in layout.CORE_DATABASES:
+            self._db(name)
+        self._lock = threading.RLock()
+        self._pending: list[tuple[bytes, bytes, bytes]] = []
+        self._pending_bytes = 0
+        self._last_commit = time.monotonic()
+        self._max_pending_bytes = max_pending_bytes
+        self._max_pending_seconds = max_pending_seconds
+        self._file_ids: dict[str, int] = {}
+        self._span: PhaseSpan | None = None
+        self._span_ordinal: dict[int, int] = {}
+        self._closed = False
+        self.put_meta(schema_version=layout.SCHEMA_VERSION)
+        self.flush()
+
+    # -- generic -------------------------------------------------------------------------
+
+    def _db(self, name: bytes) -> Any:
+        db = self._dbs.get(name)
+        if db is None:
+            db = self._env.open_db(name, create=True)
+            self._dbs[name] = db
+        return db
+
+    def put(self, db: bytes, key: bytes, value: bytes) -> None:
+        """Buffer one raw put. Extension databases are created on first use."""
+        with self._lock:
+            if self._closed:
+                return
+            self._db(db)
+            self._pending.append((db, key, value))
+            self._pending_bytes += len(key) + len(value)
+            if (
+                self._pending_bytes >= self._max_pending_bytes
+                or time.monotonic() - self._last_commit >= self._max_pending_seconds
+            ):
+                self._commit()
+
+    def put_record(self, db: bytes, key: bytes, value: Any) -> None:
+        """Buffer one MessagePack-encoded value (a dict, list, str, number or bytes)."""
+        self.put(db, key, codec.pack(value))
+
+    def flush(self) -> None:
+        """Commit everything buffered so far."""
+        with self._lock:
+            self._commit()
+
+    def _commit(self) -> None:
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        self._last_commit = time.monotonic()
+        if not pending:
+            return
+        while True:
+            try:
+                with self._env.begin(write=True) as txn:
+                    for db, key, value in pending:
+                        txn.put(key, value, db=self._dbs[db])
+                return
+            except lmdb.MapFullError:
+                self._env.set_mapsize(self._env.info()["map_size"] * 2)
+
+    # -- typed records -------------------------------------------------------------------
+
+    def put_meta(self, **values: Any) -> None:
+        for name, value in values.items():
+            self.put_record(layout.META, name.encode(), value)
+
+    def file_id(self, path: str) -> int:
+        """The id of a source file, registering it on first sight."""
+        with self._lock:
+            fid = self._file_ids.get(path)
+            if fid is None:
+                fid = len(self._file_ids) + 1
+                self._file_ids[path] = fid
+                self.put(layout.FILES, codec.u32(fid), path.encode())
+            return fid
+
+    def put_source(self, path: str, text: str) -> None:
+        self.put(layout.SOURCES, codec.u32(self.file_id(path)), text.encode())
+
+    def put_call(self, call: CallRecord, *, first: bool = True) -> None:
+        """Write a call. Write it when it starts (`first=True`, in seq order) and again
+        with `first=False` when it returns, so an unfinished call is on disk too."""
+        with self._lock:
+            wire = call.to_wire()
+            # Sites travel as [file id, line]: a path repeated in every call would
+            # dominate the size of a run.
+            for site in ("call_site", "def_site"):
+                loc = getattr(call, site)
+                if loc is not None:
+                    wire[site] = [self.file_id(loc.file), loc.line]
+            self.put_record(layout.CALLS, codec.u64(call.seq), wire)
+            if first:
+                self.put(layout.CHILDREN, codec.child_key(call.parent, call.seq), b"")
+                if call.call_site is not None:
+                    fid = self.file_id(call.call_site.file)
+                    self.put(layout.SITES, codec.site_key(fid, call.call_site.line, call.seq), b"")
+                self._extend_span(call)
+            if call.nonfinite_output:
+                self.put(layout.NONFINITE, codec.u64(call.seq), b"")
+
+    def _extend_span(self, call: CallRecord) -> None:
+        span = self._span
+        if span is not None and span.step == call.step and span.phase == call.phase:
+            span = PhaseSpan(span.step, span.ordinal, span.phase, span.first_seq, call.seq)
+        else:
+            ordinal = self._span_ordinal.get(call.step, 0)
+            self._span_ordinal[call.step] = ordinal + 1
+            span = PhaseSpan(call.step, ordinal, call.phase, call.seq, call.seq)
+        self._span = span
+        self.put_record(layout.PHASES, codec.phase_key(span.step, span.ordinal), span.to_wire())
+
+    def put_slot(self, seq: int, slot: Slot, values: bytes | None = None) -> None:
+        """Attach a slot to call `seq`; `values` are the raw array bytes when captured."""
+        key = codec.slot_key(seq, _ROLE_CODES[slot.role], slot.index)
+        self.put_record(layout.SLOTS, key, slot.to_wire())
+        if values is not None:
+            self.put(layout.VALUES, key, values)
+
+    def put_slots(self, seq: int, slots: Iterable[tuple[Slot, bytes | None]]) -> None:
+        for slot, values in slots:
+            self.put_slot(seq, slot, values)
+
+    def put_step(self, step: StepRecord) -> None:
+        self.put_record(layout.STEPS, codec.u32(step.step), step.to_wire())
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def close(self, **final_meta: Any) -> None:
+        """Write the final metadata, commit, and close. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self.put_meta(**final_meta)
+            self._commit()
+            self._closed = True
+            self._env.close()
+
+    def __enter__(self) -> "RunWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
