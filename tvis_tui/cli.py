@@ -1,4 +1,6 @@
-"""The `tvis` command: parses arguments and hands each subcommand to its module.
+"""tvis: a step-through debugger for PyTorch training that lives in the terminal.
+
+The `tvis` command parses arguments and hands each subcommand to its module.
 
 Each subcommand lives in `tvis_tui/commands/<name>.py` with two functions,
 `configure(parser)` and `main(args) -> int`. Those modules import only argparse-level
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -56,6 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `tvis export run | head`: the reader went away; stop quietly like other tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""`tvis ls` and `tvis export` on runs built through the real writer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tvis_tui.cli import main
+from tvis_tui.store import CallRecord, RunWriter, Site, Slot, StepRecord, TensorStats
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    runs = tmp_path / "runs"
+    with RunWriter(runs / "20260101-000000-train") as w:
+        w.put_meta(script="train.py", started_at="2026-01-01T00:00:00", status="running")
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward", kind="module",
+                              name="model", type="Net", call_site=Site("/x/train.py", 7)))
+        stats = TensorStats(numel=2, min=0.0, max=float("inf"), posinf=1)
+        w.put_slot(1, Slot("output", 0, "out", shape=(2,), dtype="float32", stats=stats,
+                           values_dtype="float32"), np.array([0, np.inf], np.float32).tobytes())
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1, loss=float("nan")))
+        w.close(status="crashed", steps_recorded=1)
+    return runs
+
+
+def test_ls_lists_runs_with_status(run_dir, capsys):
+    assert main(["ls", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "20260101-000000-train" in out and "train.py" in out and "crashed" in out
+
+
+def test_ls_on_missing_dir_is_one_line_error(tmp_path, capsys):
+    assert main(["ls", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tvis: error:") and err.count("\n") == 1
+
+
+def test_export_jsonl_is_strict_json_per_line(run_dir, capsys):
+    run = next(run_dir.iterdir())
+    assert main(["export", str(run), "--format", "jsonl"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [obj["record"] for obj in lines] == ["meta", "step", "call"]
+    assert lines[0]["status"] == "crashed"
+    assert lines[1]["loss"] == "nan"
+    call = lines[2]
+    assert call["name"] == "model" and call["call_site"] == {"file": "/x/train.py", "line": 7}
+    assert call["slots"][0]["stats"]["max"] == "inf" and call["slots"][0]["shape"] == [2]
+
+
+def test_export_json_document(run_dir, tmp_path):
+    run = next(run_dir.iterdir())
+    out = tmp_path / "run.json"
+    assert main(["export", str(run), "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"meta", "steps", "calls"} and len(doc["calls"]) == 1
+
+
+def test_export_of_non_run_is_one_line_error(tmp_path, capsys):
+    assert main(["export", str(tmp_path)]) == 2
+    assert "not a tvis run" in capsys.readouterr().err

@@ -1,0 +1,73 @@
+"""`tvis export`: a run as JSON or JSON lines, streamed, through the reader API only.
+
+JSON lines: one object per line, each with a "record": first "meta", then one "step" per
+step, then one "call" per call (with its slots). JSON: one object {"meta", "steps",
+"calls"} with the same objects. Non-finite floats become the strings "nan", "inf",
+"-inf" so the output is strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterator, TextIO
+
+from tvis_tui.store import RunReader
+
+CHUNK = 2048
+"""Calls read per batch: bounds memory on runs with millions of calls."""
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with NaN/Inf floats replaced by strings (JSON has no spelling for them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def _call_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
+    total = reader.call_count()
+    for first in range(1, total + 1, CHUNK):
+        for call in reader.calls(first, min(first + CHUNK - 1, total)):
+            obj = call.to_wire()
+            obj["slots"] = [slot.to_wire() for slot in reader.slots(call.seq)]
+            yield obj
+
+
+def _step_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
+    for step in reader.steps():
+        yield step.to_wire()
+
+
+def export_jsonl(reader: RunReader, out: TextIO) -> None:
+    def emit(kind: str, obj: dict[str, Any]) -> None:
+        out.write(json.dumps({"record": kind, **finite_json(obj)}, allow_nan=False))
+        out.write("\n")
+
+    emit("meta", reader.meta())
+    for step in _step_objects(reader):
+        emit("step", step)
+    for call in _call_objects(reader):
+        emit("call", call)
+
+
+def export_json(reader: RunReader, out: TextIO) -> None:
+    def dump(obj: Any) -> str:
+        return json.dumps(finite_json(obj), allow_nan=False)
+
+    out.write('{"meta": ' + dump(reader.meta()) + ', "steps": [')
+    _write_list(out, (dump(s) for s in _step_objects(reader)))
+    out.write('], "calls": [')
+    _write_list(out, (dump(c) for c in _call_objects(reader)))
+    out.write("]}\n")
+
+
+def _write_list(out: TextIO, items: Iterator[str]) -> None:
+    for i, item in enumerate(items):
+        if i:
+            out.write(", ")
+        out.write(item)

@@ -1,0 +1,38 @@
+"""The table of runs that `tvis ls` prints (a Rich renderable, reusable elsewhere)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from tvis_tui.store.runs import RunSummary
+
+_STATUS_STYLE = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan"}
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def runs_table(runs: list[RunSummary]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, justify in [("run", "left"), ("script", "left"), ("started", "left"),
+                          ("steps", "right"), ("calls", "right"), ("size", "right"),
+                          ("status", "left")]:
+        table.add_column(name, justify=justify, no_wrap=True)
+    for run in runs:
+        table.add_row(
+            Text(run.path.name),
+            Text(run.script),
+            Text(run.started.replace("T", " ")[:19]),
+            str(run.steps),
+            str(run.calls),
+            human_bytes(run.size_bytes),
+            Text(run.status, style=_STATUS_STYLE.get(run.status, "")),
+        )
+    return table
