@@ -1,0 +1,164 @@
+"""The static estimate: follow the script, then turn what it does into a peak and its parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tvis_tui.vram.api import Api
+from tvis_tui.vram.facts import Facts, Settings
+from tvis_tui.vram.functional import cross_entropy
+from tvis_tui.vram.memory import (Peak, backward_peak, grad_bytes, optimizer_bytes,
+                                  optimizer_key, optimizer_peak, scaled)
+from tvis_tui.vram.source import read_tree
+from tvis_tui.vram.tape import Tape
+from tvis_tui.vram.values import ITEMSIZE, Instance, Module, Param, Tensor
+
+MIB = 1024 ** 2
+CUDA_CONTEXT = 500 * MIB
+"""CUDA context with cuBLAS/cuDNN kernels loaded: 300-800 MiB depending on GPU and driver;
+no tensor holds it, nvidia-smi shows it."""
+ALLOCATOR_OVERHEAD = 0.07
+"""The caching allocator's rounding and fragmentation over the tensor peak, as a fraction."""
+
+PARTS = ("parameters", "gradients", "optimizer_state", "activations", "workspace",
+         "cuda_context", "allocator_overhead")
+
+
+@dataclass
+class Estimate:
+    """A peak and its parts, with what was read from the script and what was assumed."""
+
+    script: str
+    breakdown: dict[str, int]
+    phase: str
+    read: list[str]
+    assumptions: list[str]
+    confidence: str
+    facts: Facts
+    settings: Settings
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def peak_bytes(self) -> int:
+        return sum(self.breakdown.values())
+
+    @property
+    def tensor_bytes(self) -> int:
+        """The peak that tensors hold: what a CPU measurement of live storage sees."""
+        return self.peak_bytes - self.breakdown["cuda_context"] - self.breakdown["allocator_overhead"]
+
+
+def estimate(path: str | Path, settings: Settings | None = None) -> Estimate:
+    settings = settings or Settings()
+    path = Path(path)
+    tape = Tape(device=settings.device)
+    facts = Facts(settings, path)
+    facts._tape = tape
+    tree = read_tree(path)
+    with Api(facts, tape) as api:
+        if tree is None:
+            facts.assume(f"could not read {path}; nothing was taken from it")
+        else:
+            api.interp.run_module(tree.root_node, api.globals)
+        if facts.snapshot is None:
+            _assumed_step(api, facts)
+    return _breakdown(facts, tape, settings, str(path))
+
+
+def _assumed_step(api: Api, facts: Facts) -> None:
+    """No backward was followed: run one forward of the biggest model, a loss and backward."""
+    tape = api.tape
+    candidates = [facts.model] if facts.model is not None else []
+    candidates += sorted(facts.models, key=lambda m: -_param_count(m))
+    if not candidates:
+        if api.interp.training_loops or facts.optimizers:
+            facts.assume("model could not be followed; activations not counted")
+        else:
+            facts.assume("no model found in the script; activations not counted")
+        return
+    model = candidates[0]
+    facts.assume(f"one training step of {model.kind} (the script's own step was not followed)")
+    facts.model = None
+    tape.ops, tape.grad_enabled = [], True
+    if facts.autocast and tape.autocast is None:
+        tape.autocast = facts.autocast
+    out = api.call_module(model, [], {}, model.line)
+    if isinstance(out, Instance):
+        out = out.attrs.get("loss", out.attrs.get("logits"))
+    if isinstance(out, tuple):
+        out = next((o for o in out if isinstance(o, Tensor)), None)
+    loss = out
+    if isinstance(out, Tensor) and out.shape:
+        loss = cross_entropy(api, [out], {}, model.line)
+    facts.snapshot = list(tape.ops)
+    facts.held = [t for t in facts.inputs + [out, loss] if isinstance(t, Tensor)]
+
+
+def _param_count(model: Module) -> int:
+    return sum(p.numel for p in model.params())
+
+
+def _params(facts: Facts, settings: Settings) -> list[Param]:
+    model = facts.model or (max(facts.models, key=_param_count) if facts.models else None)
+    if settings.params is not None:
+        dtype = settings.dtype if settings.dtype in ("float16", "bfloat16") else "float32"
+        return [Param((settings.params,), dtype)]
+    if model is None:
+        return []
+    return model.params()
+
+
+def _optimizer(facts: Facts, settings: Settings) -> tuple[str, dict]:
+    if settings.optimizer:
+        return settings.optimizer.lower().replace("_", "").replace("-", "") if (
+            settings.optimizer.lower() not in ("sgd-momentum",)) else "sgd-momentum", {}
+    if facts.optimizers:
+        opt = facts.optimizers[0]
+        return optimizer_key(opt.kind, opt.kwargs), opt.kwargs
+    facts.assume("optimizer AdamW (none found in the script)")
+    return "adamw", {}
+
+
+def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Estimate:
+    params = _params(facts, settings)
+    trainable = [p for p in params if p.trainable and not p.buffer]
+    p_bytes = sum(p.numel * ITEMSIZE.get(p.dtype, 4) for p in params)
+    g_bytes = grad_bytes(trainable)
+    opt_key, opt_kwargs = _optimizer(facts, settings)
+    s_bytes, temp = optimizer_bytes(opt_key, trainable, settings.device, opt_kwargs)
+    shards = max(1, settings.shards)
+    base = Peak(parameters=p_bytes // shards, optimizer_state=s_bytes // shards)
+    if facts.sharding == "ddp" and settings.device == "cuda":
+        base.workspace = g_bytes  # DDP's gradient buckets, a second copy of the gradients
+    set_to_none = settings.set_to_none if settings.set_to_none is not None else facts.set_to_none
+    grads_present = not set_to_none or facts.accumulation > 1 or not facts.zero_grad_line
+    grads_at_forward = grads_present or facts.forward_line < facts.zero_grad_line < facts.backward_line
+    ops = facts.snapshot or []
+    scale = _batch_scale(facts, settings)
+    held = facts.held
+    if scale != 1.0:
+        ops, held = scaled(ops, held, scale)
+    peaks = [backward_peak(ops, held, base, g_bytes // shards, grads_present, grads_at_forward),
+             optimizer_peak(base, g_bytes // shards, held, temp // shards)]
+    peak = max(peaks, key=lambda p: p.total)
+    tensor_total = peak.total
+    parts = {"parameters": peak.parameters, "gradients": peak.gradients,
+             "optimizer_state": peak.optimizer_state, "activations": peak.activations,
+             "workspace": peak.workspace, "cuda_context": 0, "allocator_overhead": 0}
+    if settings.device == "cuda":
+        parts["cuda_context"] = CUDA_CONTEXT
+        parts["allocator_overhead"] = int(tensor_total * ALLOCATOR_OVERHEAD)
+    from tvis_tui.vram.report import confidence, read_list
+
+    return Estimate(script, parts, peak.phase, read_list(facts, params, opt_key, tape),
+                    list(facts.assumed), confidence(facts, tape), facts, settings)
+
+
+def _batch_scale(facts: Facts, settings: Settings) -> float:
+    """A --batch-size the script's own names did not take (a literal batch dimension)
+    scales every batch-sized tensor instead."""
+    if settings.batch_size is None or not facts.inputs or not facts.inputs[0].shape:
+        return 1.0
+    read = facts.inputs[0].shape[0]
+    return settings.batch_size / read if read and read != settings.batch_size else 1.0

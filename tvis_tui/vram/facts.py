@@ -1,0 +1,287 @@
+"""What the reader learns about a training setup while it follows the script, and the
+settings (command-line overrides and what-ifs) it applies on the way."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tree_sitter import Node
+
+from tvis_tui.vram.source import call_name, line, named, read_tree, text, walk
+from tvis_tui.vram.values import (UNKNOWN, Instance, Module, Optimizer, Param, Tensor,
+                                  Unknown)
+
+BATCH_NAMES = re.compile(r"^(micro_?)?(train_)?batch(_?size)?$|^bs$|^per_device_train_batch_size$"
+                         r"|^batch_size_per_(gpu|device)$", re.IGNORECASE)
+SEQ_NAMES = re.compile(r"^(max_)?(seq|sequence)_?len(gth)?$|^block_size$|^context_?(length|len)$"
+                       r"|^max_len(gth)?$|^n_ctx$|^ctx_len$|^bptt$|^max_position$", re.IGNORECASE)
+IMAGE_NAMES = re.compile(r"^(img|image)_?(size|res)$|^resolution$|^input_size$", re.IGNORECASE)
+
+DEFAULT_BATCH = 32
+"""Batch size assumed when the script names none: a common default, never 1."""
+DEFAULT_SEQ = 512
+DEFAULT_IMAGE = 224
+
+
+@dataclass
+class Settings:
+    """Overrides from the command line and the what-ifs suggestions try."""
+
+    batch_size: int | None = None
+    seq_len: int | None = None
+    dtype: str | None = None
+    optimizer: str | None = None
+    params: int | None = None
+    checkpoint: bool = False
+    fused_attention: bool = False
+    set_to_none: bool | None = None
+    shards: int = 1
+    device: str = "cuda"
+
+
+@dataclass
+class Facts:
+    settings: Settings
+    path: Path
+    models: list[Module] = field(default_factory=list)
+    model: Module | None = None
+    model_line: int = 0
+    inputs: list[Tensor] = field(default_factory=list)
+    forward_line: int = 0
+    optimizers: list[Optimizer] = field(default_factory=list)
+    autocast: str | None = None
+    autocast_line: int = 0
+    param_dtype: str | None = None
+    param_dtype_line: int = 0
+    scaler_line: int = 0
+    compile_line: int = 0
+    checkpoint_line: int = 0
+    sharding: str | None = None
+    sharding_line: int = 0
+    set_to_none: bool = True
+    zero_grad_line: int = 0
+    accumulation: int = 1
+    accumulation_line: int = 0
+    loop_line: int = 0
+    backward_line: int = 0
+    step_line: int = 0
+    snapshot: Any = None
+    held: list[Tensor] = field(default_factory=list)
+    named: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    assumed: list[str] = field(default_factory=list)
+    tied: bool = False
+    repeated: set[int] = field(default_factory=set)
+    _tape: Any = None
+
+    # names that carry sizes ---------------------------------------------------------------
+    def override(self, name: str, value: Any) -> Any:
+        """`value` assigned to `name`, replaced by a command-line override when the name is
+        a batch size or sequence length; remembered so the breakdown can say where it came from."""
+        s = self.settings
+        if BATCH_NAMES.match(name):
+            value = s.batch_size if s.batch_size is not None else value
+        elif SEQ_NAMES.match(name):
+            value = s.seq_len if s.seq_len is not None else value
+        if isinstance(value, int) and not isinstance(value, bool):
+            self.named.setdefault(name.lower(), (value, 0))
+        return value
+
+    def named_value(self, pattern: re.Pattern) -> int | None:
+        for name, (value, _) in self.named.items():
+            if pattern.match(name) and isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    def guess_batch_size(self) -> int:
+        found = self.settings.batch_size or self.named_value(BATCH_NAMES)
+        if found:
+            return found
+        self.assume(f"batch size {DEFAULT_BATCH} (no batch size found in the script)")
+        return DEFAULT_BATCH
+
+    def batch_hint(self, batch: int) -> Any:
+        return Unknown(f"batch of {batch}")
+
+    def assume(self, what: str) -> None:
+        if what not in self.assumed:
+            self.assumed.append(what)
+
+    # model ----------------------------------------------------------------------------
+    def on_layer(self, module: Module) -> Module:
+        if self.settings.dtype in ("float16", "bfloat16"):
+            for p in module.params():
+                p.dtype = self.settings.dtype
+        return module
+
+    def on_model(self, module: Module, node: Node) -> None:
+        self.on_layer(module)
+        self.models.append(module)
+
+    def owner_of(self, params: Any) -> Module | None:
+        if isinstance(params, list) and params and isinstance(params[0], dict):
+            params = [p for group in params for p in (group.get("params") or [])]
+        if isinstance(params, list):
+            ids = {id(p) for p in params if isinstance(p, Param)}
+            for module in reversed(self.models):
+                if ids and ids <= {id(p) for p in module.params()}:
+                    return module
+        return self.model or (self.models[-1] if self.models else None)
+
+    def on_param_dtype(self, module: Module, dtype: str, at: int) -> None:
+        if self.settings.dtype and self.settings.dtype != dtype:
+            return
+        for p in module.params():
+            if p.dtype.startswith(("float", "bfloat")):
+                p.dtype = dtype
+        self.param_dtype, self.param_dtype_line = dtype, at
+
+    def should_checkpoint(self, module: Module) -> bool:
+        return self.settings.checkpoint and id(module) in self.repeated
+
+    def on_forward(self, module: Module, args: list, at: int) -> list:
+        """The first top-level model call with gradients on is the training forward."""
+        tape = self._tape
+        if self.model is not None or not module.params() or not tape.grad_enabled:
+            return args
+        self.model, self.forward_line = module, at
+        self.model_line = module.line
+        self._mark_repeated(module)
+        if not args or not isinstance(args[0], Tensor):
+            args = [synthetic_input(self, module)] + list(args[1:])
+        self.inputs = [a for a in args if isinstance(a, Tensor)]
+        if self.settings.dtype and self.settings.dtype.startswith("amp-") and tape.autocast is None:
+            tape.autocast = self.autocast_dtype(self.settings.dtype[4:], None)
+        return args
+
+    def _mark_repeated(self, model: Module) -> None:
+        for module in model.walk():
+            items = module.attrs.get("_list") or []
+            kinds = [m.kind for m in items if isinstance(m, Module)]
+            if len(kinds) >= 2 and len(set(kinds)) == 1 and items[0].params():
+                self.repeated.update(id(m) for m in items)
+
+    def autocast_dtype(self, dtype: str | None, node: Node | None) -> str:
+        forced = self.settings.dtype
+        if forced and forced.startswith("amp-"):
+            dtype = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}.get(forced, dtype)
+        dtype = dtype or "float16"
+        if node is not None and not self.autocast_line:
+            self.autocast_line = line(node)
+        self.autocast = dtype
+        return dtype
+
+    # training step ------------------------------------------------------------------------
+    def on_optimizer(self, opt: Optimizer) -> Optimizer:
+        self.optimizers.append(opt)
+        return opt
+
+    def on_sharding(self, kind: str, at: int) -> None:
+        self.sharding, self.sharding_line = kind, at
+
+    def on_zero_grad(self, set_to_none: Any, at: int) -> None:
+        self.zero_grad_line = at
+        self.set_to_none = set_to_none is not False
+
+    def on_step(self, at: int) -> None:
+        self.step_line = self.step_line or at
+
+    def on_backward(self, api: Any, at: int) -> None:
+        if self.snapshot is not None:
+            return
+        self.backward_line = at
+        self.snapshot = list(api.tape.ops)
+        self.held = held_tensors(api.interp.scopes)
+
+    def note_training_loop(self, node: Node, scope: Any, interp: Any) -> None:
+        self.loop_line = self.loop_line or line(node)
+        for cond in (n.child_by_field_name("condition") for n in walk(node) if n.type == "if_statement"):
+            block = cond.parent.child_by_field_name("consequence") if cond else None
+            if block is None or not any(n.type == "call" and call_name(n) == "step" for n in walk(block)):
+                continue
+            for mod in (n for n in walk(cond) if n.type == "binary_operator" and text(
+                    n.child_by_field_name("operator")) == "%"):
+                value = interp.eval(mod.child_by_field_name("right"), scope)
+                if isinstance(value, int) and value > 1:
+                    self.accumulation, self.accumulation_line = value, line(mod)
+                    return
+
+    def sibling(self, module: str, name: str, api: Any) -> Any:
+        """`from .model import GPT`: read the sibling file and take `name` from it."""
+        path = self.path.parent / (module.lstrip(".").replace(".", "/") + ".py")
+        tree = read_tree(path) if module.lstrip(".") else None
+        if tree is None:
+            return Unknown(f"{module}.{name}")
+        from tvis_tui.vram.interp import Scope
+
+        scope = Scope(api.globals.parent)
+        for stmt in named(tree.root_node):
+            if stmt.type in ("class_definition", "function_definition", "decorated_definition",
+                             "import_statement", "import_from_statement", "expression_statement"):
+                api.interp.exec_stmt(stmt, scope)
+        return scope.vars.get(name, UNKNOWN)
+
+
+def held_tensors(scopes: list) -> list[Tensor]:
+    """Tensors that variables of the running functions still reference."""
+    out: dict[int, Tensor] = {}
+
+    def add(value: Any, depth: int = 0) -> None:
+        if isinstance(value, Tensor):
+            out.setdefault(id(value.root), value.root)
+        elif depth < 2 and isinstance(value, (list, tuple)):
+            for item in value[:64]:
+                add(item, depth + 1)
+        elif depth < 2 and isinstance(value, Instance) and value.cls is None:
+            for item in value.attrs.values():
+                add(item, depth + 1)
+
+    for scope in scopes:
+        for value in scope.vars.values():
+            add(value)
+    return list(out.values())
+
+
+def first_layer(module: Module) -> Module | None:
+    """The first built-in layer with parameters, in definition order."""
+    for value in module.attrs.values():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, Module):
+                if item.cls is None and item.attrs and any(
+                        isinstance(v, Param) for v in item.attrs.values()):
+                    return item
+                found = first_layer(item)
+                if found is not None:
+                    return found
+    return None
+
+
+def synthetic_input(facts: Facts, model: Module) -> Tensor:
+    """An input the model's first layer accepts, sized from what the script names."""
+    batch = facts.guess_batch_size()
+    layer = first_layer(model)
+    kind = layer.kind if layer is not None else model.kind
+    config = layer.config if layer is not None else model.config
+    seq = facts.settings.seq_len or facts.named_value(SEQ_NAMES)
+    image = facts.named_value(IMAGE_NAMES) or DEFAULT_IMAGE
+    if kind == "Embedding" or model.config.get("family") == "language":
+        if not seq:
+            seq = DEFAULT_SEQ
+            facts.assume(f"sequence length {DEFAULT_SEQ}")
+        return Tensor((batch, seq), "int64")
+    if kind.startswith("Conv"):
+        dims = int(kind[-2]) if kind[-2].isdigit() else 2
+        facts.assume(f"input size {image} per spatial side")
+        return Tensor((batch, config.get("in_channels", 3)) + (image,) * dims)
+    if kind in ("LSTM", "GRU", "RNN"):
+        seq = seq or 128
+        facts.assume(f"sequence length {seq}")
+        return Tensor((batch, seq, config.get("input_size", 1)) if config.get("batch_first")
+                      else (seq, batch, config.get("input_size", 1)))
+    if kind == "Linear":
+        return Tensor((batch, config.get("in_features", 1)))
+    facts.assume(f"input of {image}x{image} RGB images")
+    return Tensor((batch, 3, image, image))

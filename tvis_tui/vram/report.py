@@ -1,0 +1,57 @@
+"""What an estimate says about its sources: the values read (with their lines) and how
+much to trust the figure."""
+
+from __future__ import annotations
+
+from tvis_tui.vram.facts import Facts
+from tvis_tui.vram.tape import Tape
+from tvis_tui.vram.values import Param
+
+
+def _at(line: int) -> str:
+    return f" (line {line})" if line else ""
+
+
+def read_list(facts: Facts, params: list[Param], opt_key: str, tape: Tape) -> list[str]:
+    out = []
+    model = facts.model
+    count = sum(p.numel for p in params if not p.buffer)
+    if facts.settings.params is not None:
+        out.append(f"parameters {count:,} (--params)")
+    elif model is not None:
+        out.append(f"model {model.kind}: {count:,} parameters{_at(model.line)}")
+    if facts.inputs:
+        shapes = ", ".join("x".join(map(str, t.shape)) + f" {t.dtype}" for t in facts.inputs)
+        out.append(f"batch {shapes}{_at(facts.forward_line)}")
+    if facts.optimizers:
+        opt = facts.optimizers[0]
+        out.append(f"optimizer {opt.kind}{_at(opt.line)}")
+    for label, value, line in (
+        ("autocast", facts.autocast, facts.autocast_line),
+        ("parameters in", facts.param_dtype, facts.param_dtype_line),
+        ("GradScaler", facts.scaler_line and "yes", facts.scaler_line),
+        ("gradient accumulation over", facts.accumulation > 1 and f"{facts.accumulation} steps",
+         facts.accumulation_line),
+        ("activation checkpointing", facts.checkpoint_line and "yes", facts.checkpoint_line),
+        ("zero_grad(set_to_none=False)", facts.zero_grad_line and not facts.set_to_none and "yes",
+         facts.zero_grad_line),
+        ("torch.compile", facts.compile_line and "yes", facts.compile_line),
+        ("data parallel", facts.sharding, facts.sharding_line),
+    ):
+        if value:
+            out.append(f"{label} {value}{_at(line)}".replace(" yes", ""))
+    if tape.followed or tape.guessed:
+        out.append(f"layers followed by shape: {tape.followed}, by heuristic: {tape.guessed}")
+    return out
+
+
+def confidence(facts: Facts, tape: Tape) -> str:
+    """high: the script's own training step was followed through known layers with nothing
+    assumed; low: the step or the model had to be assumed; medium otherwise."""
+    step_assumed = any("training step" in a or "model" in a for a in facts.assumed)
+    if step_assumed or facts.model is None and not facts.settings.params:
+        return "low"
+    total = tape.followed + tape.guessed
+    if facts.assumed or (total and tape.guessed / total > 0.2):
+        return "medium"
+    return "high"

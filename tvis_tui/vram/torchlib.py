@@ -1,0 +1,262 @@
+"""Names from torch and the libraries around it: what calling them does to the reader's state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tree_sitter import Node
+
+from tvis_tui.vram import known_models, layers
+from tvis_tui.vram.functional import functional_call
+from tvis_tui.vram.source import line
+from tvis_tui.vram.values import (ITEMSIZE, UNKNOWN, Context, DType, Instance, Loader, Module,
+                                  Native, Optimizer, Param, Ref, Tensor, Unknown)
+
+_ALIASES = {"torch.float": "float32", "torch.half": "float16", "torch.double": "float64",
+            "torch.long": "int64", "torch.int": "int32"}
+_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adafactor", "Adam8bit",
+               "AdamW8bit", "PagedAdamW8bit", "Lion", "Adadelta", "NAdam", "RAdam", "Adamax",
+               "LAMB", "SparseAdam", "PagedAdamW", "Lion8bit", "SGD8bit"}
+_CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
+_DATASETS = {"MNIST": (1, 28, 28), "FashionMNIST": (1, 28, 28), "CIFAR10": (3, 32, 32),
+             "CIFAR100": (3, 32, 32), "SVHN": (3, 32, 32), "STL10": (3, 96, 96)}
+
+
+def ref(path: str) -> Ref:
+    return Ref(path)
+
+
+def attribute(obj: Ref, name: str) -> Any:
+    path = f"{obj.path}.{name}"
+    if obj.path == "torch" and (name in ITEMSIZE or path in _ALIASES):
+        return DType(_ALIASES.get(path, name))
+    if obj.path == "math":
+        import math
+
+        return getattr(math, name, UNKNOWN)
+    return Ref(path)
+
+
+def call(api: Any, path: str, args: list, kwargs: dict, node: Node) -> Any:
+    """Dispatch a call to a library name by the last parts of its dotted path."""
+    parts = path.split(".")
+    name, at, facts = parts[-1], line(node), api.facts
+    if name in _CONTAINERS:
+        return _container(name, args, at)
+    if name in layers.SIGNATURES or name in layers.ACTIVATIONS or name in (
+            "TransformerEncoderLayer", "Dropout", "Identity", "Flatten"):
+        if "nn" in parts or parts[0] not in ("torch",):
+            return facts.on_layer(layers.build(name, args, kwargs, at))
+    if name == "Parameter":
+        t = args[0] if args else kwargs.get("data")
+        return Param(t.shape, t.dtype) if isinstance(t, Tensor) else UNKNOWN
+    if name in _OPTIMIZERS:
+        module = facts.owner_of(args[0] if args else kwargs.get("params"))
+        return facts.on_optimizer(Optimizer(name, module, kwargs, at))
+    if name in ("autocast",):
+        dtype = kwargs.get("dtype")
+        return Context("autocast", dtype.name if isinstance(dtype, DType) else (
+            "float16" if "cuda" in parts else None), kwargs.get("enabled", True) is not False)
+    if name in ("no_grad", "inference_mode"):
+        return Context("no_grad")
+    if name == "enable_grad":
+        return Context("enable_grad")
+    if name == "GradScaler":
+        facts.scaler_line = at
+        return Instance(None, {"_kind": "scaler"})
+    if name == "compile":
+        facts.compile_line = at
+        return args[0] if args else UNKNOWN
+    if name in ("DistributedDataParallel", "FullyShardedDataParallel", "FSDP", "DDP",
+                "fully_shard"):
+        facts.on_sharding("fsdp" if "Sharded" in name or "FSDP" in name or name == "fully_shard"
+                          else "ddp", at)
+        return args[0] if args else UNKNOWN
+    if name in ("checkpoint", "checkpoint_sequential") and "checkpoint" in parts[:-1]:
+        facts.checkpoint_line = facts.checkpoint_line or at
+        return checkpoint(api, args[0] if args else UNKNOWN, args[1:], kwargs, at)
+    if name == "DataLoader":
+        dataset = args[0] if args else kwargs.get("dataset")
+        batch = facts.override("batch_size", kwargs.get("batch_size", args[1] if len(args) > 1 else 1))
+        return Loader(batch, dataset.sample if isinstance(dataset, Loader) else UNKNOWN, at)
+    if name == "TensorDataset":
+        return Loader(None, tuple(Tensor(t.shape[1:], t.dtype) if isinstance(t, Tensor)
+                                  else UNKNOWN for t in args), at)
+    if name in _DATASETS:
+        return Loader(None, (Tensor(_DATASETS[name]), Tensor((), "int64")), at)
+    if name == "ArgumentParser" or name == "add_argument_group":
+        return Instance(None, {"_kind": "argparse", "_dests": {}})
+    if name == "SimpleNamespace" or name == "Namespace" or name == "EasyDict":
+        return Instance(None, dict(kwargs) or (dict(args[0]) if args and isinstance(args[0], dict) else {}))
+    if name in ("dataclass", "field"):
+        return kwargs.get("default", UNKNOWN) if name == "field" else Native("dataclass", _identity)
+    if name == "device":
+        return args[0] if args else "cuda"
+    model = known_models.build(path, args, kwargs, at)
+    if model is not None:
+        return facts.on_layer(model)
+    if parts[0] == "torch" or parts[:2] == ["torch", "nn"]:
+        return functional_call(api, name, args, kwargs, at)
+    return Unknown(path)
+
+
+def _identity(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> Any:
+    return args[0] if args else UNKNOWN
+
+
+def _container(kind: str, args: list, at: int) -> Module:
+    items: Any = list(args)
+    if kind == "ModuleList":
+        items = list(args[0]) if args and isinstance(args[0], (list, tuple)) else []
+    if kind == "ModuleDict" or (len(args) == 1 and isinstance(args[0], dict)):
+        mapping = args[0] if args and isinstance(args[0], dict) else {}
+        return Module(kind, {str(k): v for k, v in mapping.items()}, line=at)
+    if kind == "Sequential" and len(args) == 1 and isinstance(args[0], (list, tuple)):
+        items = list(args[0])
+    return Module(kind, {"_list": [m for m in items if isinstance(m, Module)]}, line=at)
+
+
+def module_method(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> Any:
+    module: Module = native.self_value
+    name = native.name
+    if name in ("half", "bfloat16", "float", "double") or (name == "to" and any(
+            isinstance(a, DType) for a in list(args) + list(kwargs.values()))):
+        dtype = {"half": "float16", "bfloat16": "bfloat16", "float": "float32",
+                 "double": "float64"}.get(name)
+        if dtype is None:
+            dtype = next(a.name for a in list(args) + list(kwargs.values()) if isinstance(a, DType))
+        api.facts.on_param_dtype(module, dtype, line(node))
+        return module
+    if name in ("parameters", "named_parameters"):
+        params = [p for p in module.params() if not p.buffer]
+        return params if name == "parameters" else [(str(i), p) for i, p in enumerate(params)]
+    if name in ("modules", "children"):
+        return module.walk() if name == "modules" else module.children()
+    if name == "requires_grad_" and args and args[0] is False:
+        for p in module.params():
+            p.trainable = False
+        return module
+    if name == "zero_grad":
+        api.facts.on_zero_grad(kwargs.get("set_to_none", True), line(node))
+        return None
+    if name in ("gradient_checkpointing_enable",):
+        api.facts.checkpoint_line = line(node)
+        return None
+    if name in ("add_module", "register_module") and len(args) == 2:
+        module.attrs[str(args[0])] = args[1]
+        return None
+    if name in ("register_buffer", "register_parameter") and len(args) >= 2:
+        value = args[1]
+        if isinstance(value, Tensor):
+            value = Param(value.shape, value.dtype, buffer=name == "register_buffer")
+        module.attrs[str(args[0])] = value
+        return None
+    if name == "forward":
+        return api.call_module(module, args, kwargs, line(node))
+    if name == "append" and "_list" in module.attrs:
+        module.attrs["_list"].append(args[0])
+        return None
+    return module if name in ("to", "cuda", "train", "eval", "cpu", "apply", "share_memory") else (
+        Unknown(f"module.{name}"))
+
+
+def object_method(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> Any:
+    obj, name = native.self_value, native.name
+    if isinstance(obj, Optimizer):
+        if name == "step":
+            api.facts.on_step(line(node))
+        elif name == "zero_grad":
+            api.facts.on_zero_grad(kwargs.get("set_to_none", True), line(node))
+        return None
+    if isinstance(obj, Param):
+        return obj.numel if name == "numel" else None
+    if isinstance(obj, Instance):
+        return _instance_method(api, obj, name, args, kwargs, node)
+    return Unknown(name)
+
+
+def _instance_method(api: Any, obj: Instance, name: str, args: list, kwargs: dict,
+                     node: Node) -> Any:
+    kind = obj.attrs.get("_kind")
+    if kind == "argparse":
+        dests = obj.attrs["_dests"]
+        if name == "add_argument":
+            _add_argument(api, dests, args, kwargs)
+        elif name in ("parse_args", "parse_known_args"):
+            ns = Instance(None, dict(dests))
+            return (ns, []) if name == "parse_known_args" else ns
+        elif name in ("add_argument_group", "add_mutually_exclusive_group"):
+            return obj
+        return None
+    if kind == "scaler":
+        if name == "scale":
+            return args[0] if args else UNKNOWN
+        if name == "step" and args and isinstance(args[0], Optimizer):
+            api.facts.on_step(line(node))
+        return None
+    return Unknown(name)
+
+
+def _add_argument(api: Any, dests: dict, args: list, kwargs: dict) -> None:
+    flags = [a for a in args if isinstance(a, str)]
+    long = next((f for f in flags if f.startswith("--")), flags[0] if flags else "")
+    dest = kwargs.get("dest") or long.lstrip("-").replace("-", "_")
+    default = kwargs.get("default", False if kwargs.get("action") == "store_true" else None)
+    dests[dest] = api.facts.override(dest, default)
+
+
+def batch_of(api: Any, loader: Loader) -> Any:
+    """One batch a DataLoader yields: its dataset's sample with the batch size in front."""
+    batch = loader.batch_size
+    if not isinstance(batch, int):
+        batch = api.facts.guess_batch_size()
+    sample = loader.sample
+    if isinstance(sample, tuple):
+        return tuple(Tensor((batch,) + t.shape, t.dtype) if isinstance(t, Tensor) else UNKNOWN
+                     for t in sample)
+    return api.facts.batch_hint(batch)
+
+
+def checkpoint(api: Any, fn: Any, args: list, kwargs: dict, at: int) -> Any:
+    """Activation checkpointing: the segment runs without saving, its inputs are kept,
+    and backward recomputes it (counted as transient workspace)."""
+    tape = api.tape
+    outer_ops, outer_grad = tape.ops, tape.grad_enabled
+    tape.ops = []
+    try:
+        inputs = [a for a in args if isinstance(a, Tensor)]
+        if isinstance(fn, Module):
+            api.module_depth -= 1
+            try:
+                out = api.call_module(fn, list(args), kwargs, at) if not api.facts.should_checkpoint(fn) else (
+                    _inner(api, fn, args, kwargs, at))
+            finally:
+                api.module_depth += 1
+        else:
+            out = api.call(fn, list(args), {k: v for k, v in kwargs.items() if k != "use_reentrant"}, None)
+        inner = tape.ops
+    finally:
+        tape.ops, tape.grad_enabled = outer_ops, outer_grad
+    from tvis_tui.vram.memory import saved_bytes
+
+    recompute = saved_bytes(inner)
+    params = [p for op in inner for p in op.params]
+    outs = [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, Tensor)]
+    tape.record("checkpoint", inputs, outs, inputs, params, at)
+    if tape.ops and tape.ops[-1].name == "checkpoint":
+        tape.ops[-1].recompute_bytes = recompute
+    return out
+
+
+def _inner(api: Any, fn: Module, args: list, kwargs: dict, at: int) -> Any:
+    from tvis_tui.vram.forward import forward
+    from tvis_tui.vram.values import Function
+
+    if fn.cls is not None and "forward" in fn.cls.methods:
+        return api.interp.call_function(Function(fn.cls.methods["forward"], api.globals, fn),
+                                        list(args), kwargs)
+    return forward(api.tape, fn, list(args), kwargs, at)
+
+
+def known_forward(api: Any, module: Module, args: list, at: int) -> Any:
+    return known_models.forward(api.tape, module, args, at)

@@ -1,0 +1,164 @@
+"""`tvis vram --trace`: run the script itself on fake tensors (no real memory, no GPU) for
+two optimizer steps and count live storage exactly, in the static estimate's parts.
+
+The second step is the one reported: by then the optimizer state exists during forward,
+as it does for the rest of training. Ops run with CPU semantics (the machine's), so CUDA-only
+kernel choices such as dropout's bool mask are not reflected.
+"""
+
+from __future__ import annotations
+
+import gc
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tvis_tui.errors import TvisError
+
+STEPS = 2
+MAX_BACKWARDS = 16
+"""Backward calls after which a script that never steps an optimizer is stopped."""
+
+
+class _Stop(Exception):
+    pass
+
+
+@dataclass
+class TraceResult:
+    step_peaks: list[int] = field(default_factory=list)
+    parts: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.step_peaks[-1] if self.step_peaks else 0
+
+
+def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
+          steps: int = STEPS) -> TraceResult:
+    """Run `path` under the storage tracker until `steps` optimizer steps have completed."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from tvis_tui.vram.tracker import StorageTracker
+
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise TvisError(f"cannot trace {path}: no such file")
+    tracker = StorageTracker(fake)
+    result = TraceResult()
+    optimizers: list[Any] = []
+    backwards = [0]
+
+    def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if optimizer not in optimizers:
+            optimizers.append(optimizer)
+        _note_grads(tracker, optimizers)
+        result.step_peaks.append(tracker.peak)
+        if len(result.step_peaks) >= steps:
+            result.parts = _parts(tracker, optimizers)
+            raise _Stop()
+        tracker.reset_peak()
+
+    original_backward = torch.autograd.backward
+
+    def counting_backward(*args: Any, **kwargs: Any) -> Any:
+        out = original_backward(*args, **kwargs)
+        backwards[0] += 1
+        if not optimizers and backwards[0] >= MAX_BACKWARDS:
+            result.step_peaks.append(tracker.peak)
+            result.parts = _parts(tracker, optimizers)
+            raise _Stop()
+        return out
+
+    handle = register_optimizer_step_post_hook(after_step)
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [str(path)] + list(argv or [])
+    sys.path.insert(0, str(path.parent))
+    torch.autograd.backward = counting_backward
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(tracker.pack, lambda t: t):
+            if fake_mode is not None:
+                with fake_mode, tracker:
+                    runpy.run_path(str(path), run_name="__main__")
+            else:
+                with tracker:
+                    runpy.run_path(str(path), run_name="__main__")
+    except _Stop:
+        pass
+    except SystemExit:
+        pass
+    except Exception as exc:  # the script's own failure, reported rather than raised
+        result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    finally:
+        handle.remove()
+        torch.autograd.backward = original_backward
+        sys.argv, sys.path[:] = old_argv, old_path
+    if not result.step_peaks and result.error is None:
+        result.step_peaks.append(tracker.peak)
+        result.parts = _parts(tracker, optimizers)
+    return result
+
+
+def _note_grads(tracker: Any, optimizers: list[Any]) -> None:
+    """Remember this step's gradient storages: the next step's peak may still hold them."""
+    for opt in optimizers:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    tracker.grads.add(tracker.key(p.grad))
+
+
+def _parts(tracker: Any, optimizers: list[Any]) -> dict[str, int]:
+    """Split the peak snapshot by what each storage was: parameter, gradient, state, saved
+    for backward (activations) or anything else live (workspace)."""
+    import torch
+
+    param_keys, grad_keys, state_keys = set(), set(tracker.grads), set()
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.nn.Module):
+            for tensor in list(obj.parameters(recurse=False)) + list(obj.buffers(recurse=False)):
+                param_keys.add(tracker.key(tensor))
+                if tensor.grad is not None:
+                    grad_keys.add(tracker.key(tensor.grad))
+    for opt in optimizers:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                param_keys.add(tracker.key(p))
+                if p.grad is not None:
+                    grad_keys.add(tracker.key(p.grad))
+        for state in opt.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    state_keys.add(tracker.key(value))
+    parts = dict.fromkeys(("parameters", "gradients", "optimizer_state", "activations",
+                           "workspace"), 0)
+    for key, size in tracker.snapshot.items():
+        if key in param_keys:
+            parts["parameters"] += size
+        elif key in grad_keys:
+            parts["gradients"] += size
+        elif key in state_keys:
+            parts["optimizer_state"] += size
+        elif key in tracker.saved:
+            parts["activations"] += size
+        else:
+            parts["workspace"] += size
+    parts["workspace"] += tracker.peak - sum(tracker.snapshot.values())
+    return parts
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+

@@ -1,0 +1,88 @@
+"""Live tensor storage, counted op by op: a dispatch mode that notes every storage an op
+returns and forgets it when the storage is freed. Imports torch; only `--trace` uses it."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.weak import WeakIdKeyDictionary
+
+_SCALAR = torch.ops.aten._local_scalar_dense.default
+
+SNAPSHOT_STEP = 1.002
+"""A new peak is snapshotted (for its breakdown) only when it beats the last snapshot by
+0.2%: exact enough for the parts, and cheap on models with thousands of live tensors."""
+
+
+class StorageTracker(TorchDispatchMode):
+    """Counts bytes of live storages. With `fake` set, `.item()` and friends answer 0 so a
+    script's logging runs on fake tensors instead of stopping."""
+
+    def __init__(self, fake: bool) -> None:
+        super().__init__()
+        self.fake = fake
+        self.keys: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.live: dict[int, int] = {}
+        self.counter = itertools.count(1)
+        self.current = 0
+        self.peak = 0
+        self.snapshot: dict[int, int] = {}
+        self.snapshot_total = 0
+        self.saved: set[int] = set()
+        self.grads: set[int | None] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        if self.fake and func is _SCALAR:
+            dtype = args[0].dtype
+            return False if dtype == torch.bool else 0 if not dtype.is_floating_point else 0.0
+        out = func(*args, **(kwargs or {}))
+        for value in tree_flatten(out)[0]:
+            if isinstance(value, torch.Tensor):
+                self.track(value)
+        return out
+
+    def key(self, tensor: torch.Tensor) -> int | None:
+        try:
+            return self.keys.get(tensor.untyped_storage())
+        except (RuntimeError, NotImplementedError):
+            return None
+
+    def track(self, tensor: torch.Tensor) -> None:
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return
+        if storage in self.keys:
+            return
+        key = next(self.counter)
+        size = storage.nbytes()
+        self.keys[storage] = key
+        self.live[key] = size
+        weakref.finalize(storage, self._free, key)
+        self.current += size
+        if self.current > self.peak:
+            self.peak = self.current
+            if self.current > self.snapshot_total * SNAPSHOT_STEP:
+                self.snapshot = dict(self.live)
+                self.snapshot_total = self.current
+
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def reset_peak(self) -> None:
+        """Start a new step: its peak starts from what is live now."""
+        self.peak = self.current
+        self.snapshot = dict(self.live)
+        self.snapshot_total = 0
+
+    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A saved-tensors hook: note that autograd keeps this storage for backward."""
+        key = self.key(tensor)
+        if key is not None:
+            self.saved.add(key)
+        return tensor
