@@ -1,4 +1,4 @@
-"""`tvis run` (being built)."""
+"""`tvis run`: run a training script unmodified and record its first steps."""
 
 from __future__ import annotations
 
@@ -8,8 +8,33 @@ from tvis_tui.errors import TvisError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser.usage = ("tvis run [--steps N] [--out DIR] [--name NAME] [--max-tensor-bytes B] "
+                    "(SCRIPT | -m MODULE) [ARGS...]")
+    parser.add_argument("--steps", type=int, default=None, metavar="N",
+                        help="stop the script after N training steps (default: record until it ends)")
+    parser.add_argument("--out", default="runs", metavar="DIR",
+                        help="folder that receives the run folder (default: runs)")
+    parser.add_argument("--name", default=None, metavar="NAME",
+                        help="name of the run folder (default: <date>-<time>-<script>)")
+    parser.add_argument("--max-tensor-bytes", type=int, default=1 << 20, metavar="B",
+                        help="store full values of tensors up to B bytes (default: 1048576)")
+    parser.add_argument("-m", dest="module", action="store_true",
+                        help="run a module, as `python -m MODULE` does")
+    parser.add_argument("target", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
+                        help="the script and its arguments; everything from here on is the script's")
 
 
 def main(args: argparse.Namespace) -> int:
-    raise TvisError("tvis run is not built yet")
+    if not args.target:
+        raise TvisError("tvis run needs a script (or -m MODULE) to run")
+    if args.steps is not None and args.steps < 1:
+        raise TvisError(f"--steps {args.steps}: must be 1 or more")
+    if args.max_tensor_bytes < 0:
+        raise TvisError(f"--max-tensor-bytes {args.max_tensor_bytes}: must be 0 or more")
+    from tvis_tui.record.runner import Options, Target, record
+
+    name, *rest = args.target
+    target = Target(name, tuple(rest), module=args.module)
+    options = Options(out_dir=args.out, name=args.name, steps=args.steps,
+                      max_tensor_bytes=args.max_tensor_bytes)
+    return record(target, options)

@@ -1,0 +1,125 @@
+"""The call stack of the recorder: opening and closing calls, in order, on every thread.
+
+A call is written when it opens (so a killed run still shows it) and again when it
+closes, with its duration, outputs and error. Each thread has its own stack; sequence
+numbers are global. `duration_ns` leaves out the time tvis itself spent in hooks of the
+call and of everything inside it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Iterator
+
+from tvis_tui.record.slots import make_slots
+from tvis_tui.record.steps import StepTracker
+from tvis_tui.store.records import CallRecord, Site
+from tvis_tui.store.writer import RunWriter
+
+
+@dataclass(slots=True)
+class OpenCall:
+    """A call that has started and not yet returned."""
+
+    record: CallRecord
+    owner: int  # id() of the module/optimizer, to pair a post-hook with its pre-hook
+    root: Any = None  # the root module whose names this call's children use
+    started_ns: int = 0
+    overhead_at_start: int = 0
+    inputs: int = 0  # input slots written at open; keyword inputs are numbered after them
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[OpenCall] = []
+        self.overhead_ns = 0
+        self.hook_started_ns = 0
+
+
+class CallLog:
+    """Numbers, nests and writes calls; knows nothing about what kind of call it is."""
+
+    def __init__(self, writer: RunWriter, steps: StepTracker, max_bytes: int) -> None:
+        self.writer = writer
+        self.steps = steps
+        self.max_bytes = max_bytes
+        self._seq = itertools.count(1)
+        self._thread = _ThreadState()
+        self.last_seq = 0
+        self.failing_seq: int | None = None
+        self._failing_exc: BaseException | None = None
+
+    @property
+    def stack(self) -> list[OpenCall]:
+        return self._thread.stack
+
+    def begin_hook(self) -> int:
+        """Mark the start of tvis's own work in a hook; pair with `end_hook`."""
+        now = time.perf_counter_ns()
+        self._thread.hook_started_ns = now
+        return now
+
+    def end_hook(self, started_ns: int) -> None:
+        self._thread.overhead_ns += time.perf_counter_ns() - started_ns
+
+    def open(self, *, kind: str, name: str, type_: str, phase: str, owner: int,
+             call_site: Site | None, def_site: Site | None, inputs: Iterator[tuple[str, Any]] = iter(()),
+             root: Any = None, extra: dict[str, Any] | None = None) -> OpenCall:
+        stack = self._thread.stack
+        parent = stack[-1].record if stack else None
+        seq = next(self._seq)
+        self.last_seq = max(self.last_seq, seq)
+        record = CallRecord(
+            seq=seq, parent=parent.seq if parent else 0, depth=len(stack),
+            step=self.steps.step, phase=phase, kind=kind, name=name, type=type_,
+            call_site=call_site, def_site=def_site, start_ns=time.time_ns(), extra=extra or {})
+        self.writer.put_call(record)
+        self.steps.note_call(seq)
+        slots, _ = make_slots("input", inputs, self.max_bytes)
+        self.writer.put_slots(seq, slots)
+        now = time.perf_counter_ns()
+        # The hook's work so far is counted as overhead when the hook ends; the call's
+        # clock starts now, so only the rest of the hook may be taken off its duration.
+        before = now - self._thread.hook_started_ns
+        call = OpenCall(record, owner, root, started_ns=now,
+                        overhead_at_start=self._thread.overhead_ns + before, inputs=len(slots))
+        stack.append(call)
+        return call
+
+    def pop(self, owner: int) -> OpenCall | None:
+        """The innermost open call if it belongs to `owner` (else None: a pre-hook was
+        skipped, e.g. while torch.compile traced), removed from the stack."""
+        stack = self._thread.stack
+        if stack and stack[-1].owner == owner:
+            return stack.pop()
+        return None
+
+    def close(self, call: OpenCall, ended_ns: int, outputs: Iterator[tuple[str, Any]] = iter(()),
+              *, role: str = "output", error: BaseException | None = None,
+              extra: dict[str, Any] | None = None) -> CallRecord:
+        overhead = self._thread.overhead_ns - call.overhead_at_start
+        duration = max(ended_ns - call.started_ns - overhead, 0)
+        slots, nonfinite = make_slots(role, outputs, self.max_bytes)
+        self.writer.put_slots(call.record.seq, slots)
+        record = replace(call.record, duration_ns=duration, nonfinite_output=nonfinite,
+                         error=_describe(error) if error is not None else None,
+                         extra={**call.record.extra, **(extra or {})})
+        self.writer.put_call(record, first=False)
+        if error is not None and error is not self._failing_exc:
+            # Hooks see an exception innermost first: the first to see it is where it began.
+            self._failing_exc, self.failing_seq = error, record.seq
+        if record.depth == 0:
+            self.steps.add_phase_time(record.phase, duration)
+        return record
+
+    def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> None:
+        slots, _ = make_slots(role, pairs, self.max_bytes, start)
+        self.writer.put_slots(seq, slots)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

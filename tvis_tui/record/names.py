@@ -1,0 +1,69 @@
+"""Qualified module names (`blocks.0.conv1`) inside the root model that was called."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Iterable, Iterator
+
+import torch
+
+
+class ModuleNames:
+    """Maps submodules of each root model to their `named_modules()` names.
+
+    A root is a module called while no other module call is open on that thread: the
+    model itself, or a loss module. Its names are computed once and recomputed only when
+    a module turns up that the cached table does not know (a submodule added later).
+    """
+
+    def __init__(self) -> None:
+        self._tables: weakref.WeakKeyDictionary[torch.nn.Module, dict[int, str]] = \
+            weakref.WeakKeyDictionary()
+        self._roots: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
+        self._param_key: tuple[int, ...] = ()
+        self._params: dict[int, str] = {}
+
+    def root_name(self, root: torch.nn.Module) -> str:
+        self._roots[id(root)] = root
+        return type(root).__name__
+
+    def name(self, root: torch.nn.Module, module: torch.nn.Module) -> str:
+        table = self._table(root)
+        name = table.get(id(module))
+        if name is None:
+            table = self._table(root, refresh=True)
+            name = table.get(id(module))
+        # A module that is not inside the root (passed in as an argument, say).
+        return name if name is not None else type(module).__name__
+
+    def _table(self, root: torch.nn.Module, refresh: bool = False) -> dict[int, str]:
+        table = None if refresh else self._tables.get(root)
+        if table is None:
+            table = {}
+            for n, m in root.named_modules(remove_duplicate=False):
+                if n:
+                    table.setdefault(id(m), n)  # a shared module keeps its first name
+            self._tables[root] = table
+        return table
+
+    def parameter_names(self) -> dict[int, str]:
+        """id(parameter) -> `Root.blocks.0.conv1.weight`, over all live roots."""
+        key = tuple(sorted(self._roots.keys()))
+        if key != self._param_key:
+            self._param_key = key
+            self._params = {}
+            for root in self.roots():
+                for n, p in root.named_parameters():
+                    self._params.setdefault(id(p), f"{type(root).__name__}.{n}")
+        return self._params
+
+    def gradients(self, params: Iterable[torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+        """(parameter name, .grad) for the parameters that have a gradient."""
+        names = self.parameter_names()
+        for i, p in enumerate(params):
+            if p.grad is not None:
+                yield names.get(id(p), f"param[{i}]"), p.grad
+
+    def roots(self) -> list[torch.nn.Module]:
+        """Root models seen so far and still alive (for naming their parameters)."""
+        return list(self._roots.values())

@@ -1,0 +1,271 @@
+"""The hooks that observe training: module calls, optimizer steps, backward(), batches.
+
+Everything here only reads. Hooks are torch's own global ones (module forward pre/post
+hooks, optimizer step pre/post hooks); `torch.autograd.backward`, the DataLoader
+iterator's `__next__` and `Optimizer.__init__` are wrapped (the originals are called
+unchanged). No TorchFunctionMode or dispatch mode is used: they switch off fused fast
+paths and so change numerics. Every hook body is guarded: a tvis bug becomes a line in
+the run's "warnings" and training goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+import torch.optim.optimizer as optimizer_module
+import torch.utils.data.dataloader as dataloader_module
+from torch.nn.modules.loss import _Loss
+
+from tvis_tui.record.calls import CallLog, OpenCall
+from tvis_tui.record.memory import PeakMemory
+from tvis_tui.record.names import ModuleNames
+from tvis_tui.record.sites import Sites, read_source
+from tvis_tui.record.slots import leaves
+from tvis_tui.record.steps import StepTracker
+from tvis_tui.store.writer import RunWriter
+
+
+class StopRecording(BaseException):
+    """Raised from a hook once the last requested step has returned; the runner catches
+    it. A BaseException so that the script's `except Exception` handlers let it pass."""
+
+
+class _Reentry(threading.local):
+    inside = False
+
+
+class Recorder:
+    def __init__(self, writer: RunWriter, root_dir: str, *, max_bytes: int,
+                 step_limit: int | None) -> None:
+        self.writer = writer
+        self.memory = PeakMemory()
+        self.steps = StepTracker(writer, self.memory)
+        self.log = CallLog(writer, self.steps, max_bytes)
+        self.sites = Sites(root_dir, self._snapshot)
+        self.names = ModuleNames()
+        self.step_limit = step_limit
+        self.warnings: list[str] = []
+        self._pid = os.getpid()
+        self._reentry = _Reentry()
+        self._undo: list[Callable[[], None]] = []
+
+    # -- install / uninstall -------------------------------------------------------------
+
+    def install(self) -> None:
+        mod = torch.nn.modules.module
+        optim = optimizer_module
+        handles = [
+            mod.register_module_forward_pre_hook(self._module_pre),
+            mod.register_module_forward_hook(self._module_post, with_kwargs=True, always_call=True),
+            optim.register_optimizer_step_pre_hook(self._optimizer_pre),
+            optim.register_optimizer_step_post_hook(self._optimizer_post),
+        ]
+        self._undo.extend(h.remove for h in handles)
+        self._wrap(torch.autograd, "backward", self._backward)
+        self._wrap(dataloader_module._BaseDataLoaderIter, "__next__", self._next_batch)
+        self._wrap(torch.optim.Optimizer, "__init__", self._optimizer_init)
+
+    def _wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> None:
+        original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            return wrapper(original, *args, **kwargs)
+
+        wrapped.__wrapped__ = original  # type: ignore[attr-defined]
+        wrapped.__name__ = getattr(original, "__name__", attr)
+        wrapped.__doc__ = getattr(original, "__doc__", None)
+        setattr(owner, attr, wrapped)
+        self._undo.append(lambda: setattr(owner, attr, original))
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    # -- guard ---------------------------------------------------------------------------
+
+    def _active(self) -> bool:
+        # DataLoader workers are forks of this process: the LMDB env is not fork-safe.
+        return not self._reentry.inside and os.getpid() == self._pid
+
+    def _guard(self, body: Callable[..., Any], *args: Any) -> Any:
+        """Run a hook body with tvis's time counted as overhead and its errors contained."""
+        started = self.log.begin_hook()
+        self._reentry.inside = True
+        try:
+            return body(*args)
+        except StopRecording:
+            raise
+        except Exception as exc:  # a tvis bug must never break training
+            self.warn(f"recording error in {body.__name__}: {type(exc).__name__}: {exc}")
+            return None
+        finally:
+            self._reentry.inside = False
+            self.memory.sample()
+            self.log.end_hook(started)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings and len(self.warnings) < 100:
+            self.warnings.append(message)
+            self.writer.put_meta(warnings=self.warnings)
+
+    def _snapshot(self, path: str) -> None:
+        text = read_source(path)
+        if text is not None:
+            self.writer.put_source(path, text)
+
+    def _stop_if_done(self) -> None:
+        if self.step_limit and self.steps.step > self.step_limit:
+            raise StopRecording
+
+    # -- modules -------------------------------------------------------------------------
+
+    def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
+        if torch.compiler.is_compiling() or not self._active():
+            return
+        self._guard(self._open_module, module, args, sys._getframe(1))
+
+    def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
+        enclosing = next((c for c in reversed(self.log.stack) if c.record.kind == "module"), None)
+        if enclosing is None:
+            root, name, phase = module, self.names.root_name(module), "forward"
+        else:
+            root, name, phase = enclosing.root, self.names.name(enclosing.root, module), enclosing.record.phase
+        if isinstance(module, _Loss):
+            phase = "loss"
+        cls = type(module)
+        if cls.__name__ == "OptimizedModule":
+            self.warn(f"{name} is torch.compile'd: the calls inside it were not recorded "
+                      "(its own inputs and outputs were)")
+        self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
+                      call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
+                      inputs=leaves(args, "args"), root=root)
+
+    def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
+        if torch.compiler.is_compiling() or not self._active():
+            return
+        ended = time.perf_counter_ns()
+        # torch passes (kwargs, result) normally but only (result) on the exception path.
+        kwargs, result = (rest[0], rest[1]) if len(rest) == 2 else ({}, rest[0])
+        error = sys.exc_info()[1] if result is None and len(rest) == 1 else None
+        self._guard(self._close_module, module, kwargs, result, error, ended)
+
+    def _close_module(self, module: torch.nn.Module, kwargs: dict, result: Any,
+                      error: BaseException | None, ended: int) -> None:
+        call = self.log.pop(id(module))
+        if call is None:
+            return
+        if kwargs:
+            self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
+        self.log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
+
+    # -- optimizers ----------------------------------------------------------------------
+
+    def _optimizer_init(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> None:
+        original(opt, *args, **kwargs)
+        if self._active():
+            self.steps.optimizers.add(opt)
+
+    def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
+        if not self._active():
+            return
+        if self._guard(self.steps.before_optimizer_step, opt):
+            self._stop_if_done()  # nothing of this step() has run yet
+        self._guard(self._open_optimizer, opt, sys._getframe(1))
+
+    def _open_optimizer(self, opt: Any, frame: Any) -> None:
+        self.steps.optimizers.add(opt)  # one made before tvis started, or bypassing __init__
+        lr = opt.param_groups[0].get("lr") if opt.param_groups else None
+        call = self.log.open(kind="optimizer", name=type(opt).__name__, type_=type(opt).__qualname__,
+                             phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
+                             def_site=self.sites.def_site(type(opt), "step"),
+                             extra={"lr": float(lr)} if lr is not None else {})
+        params = [p for group in opt.param_groups for p in group["params"]]
+        self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(params))
+
+    def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
+        if not self._active():
+            return
+        ended = time.perf_counter_ns()
+        if self._guard(self._close_optimizer, opt, ended):
+            self._stop_if_done()
+
+    def _close_optimizer(self, opt: Any, ended: int) -> bool:
+        call = self.log.pop(id(opt))
+        if call is not None:
+            self.log.close(call, ended)
+        return self.steps.after_optimizer_step(opt)
+
+    # -- backward ------------------------------------------------------------------------
+
+    def _backward(self, original: Callable[..., Any], tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self._active():
+            return original(tensors, *args, **kwargs)
+        call = self._guard(self._open_backward, tensors, sys._getframe(2))
+        try:
+            result = original(tensors, *args, **kwargs)
+        except Exception as exc:
+            if call is not None:
+                self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
+            raise
+        if call is not None and self._guard(self._close_backward, call, time.perf_counter_ns()):
+            self._stop_if_done()
+        return result
+
+    def _open_backward(self, tensors: Any, frame: Any) -> OpenCall:
+        loss = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+        call = self.log.open(kind="backward", name="backward", type_="backward", phase="backward",
+                             owner=id(tensors), call_site=self.sites.call_site(frame),
+                             def_site=None, inputs=leaves(loss, "loss"))
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
+            self.steps.add_loss(float(loss.detach()))
+        return call
+
+    def _close_backward(self, call: OpenCall, ended: int) -> bool:
+        if self.log.pop(call.owner) is None:
+            return False
+        self.log.close(call, ended)
+        if len(self.steps.optimizers):
+            return False
+        # No optimizer will show the gradients: attach them to the backward call.
+        params = [p for root in self.names.roots() for p in root.parameters()]
+        self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(params))
+        return self.steps.after_backward()
+
+    # -- data ----------------------------------------------------------------------------
+
+    def _next_batch(self, original: Callable[..., Any], iterator: Any) -> Any:
+        if not self._active():
+            return original(iterator)
+        call = self._guard(self._open_batch, iterator, sys._getframe(2))
+        try:
+            batch = original(iterator)
+        except StopIteration:
+            if call is not None:
+                self._guard(self._close_batch, call, time.perf_counter_ns(), None, True)
+            raise
+        except Exception as exc:
+            if call is not None:
+                self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
+            raise
+        if call is not None:
+            self._guard(self._close_batch, call, time.perf_counter_ns(), batch, False)
+        return batch
+
+    def _open_batch(self, iterator: Any, frame: Any) -> OpenCall:
+        dataset = getattr(iterator, "_dataset", None)
+        return self.log.open(kind="data", name="DataLoader", type_=type(dataset).__name__,
+                             phase="data", owner=id(iterator), call_site=self.sites.call_site(frame),
+                             def_site=self.sites.def_site(type(dataset), "__getitem__"))
+
+    def _close_batch(self, call: OpenCall, ended: int, batch: Any, exhausted: bool) -> None:
+        if self.log.pop(call.owner) is None:
+            return
+        if exhausted:
+            self.log.close(call, ended, extra={"exhausted": True})
+        else:
+            self.log.close(call, ended, leaves(batch, "batch"))

@@ -1,0 +1,100 @@
+"""Where calls come from: user files, call sites, def sites, and source snapshots.
+
+A user file is one inside the script's folder tree that is not part of an installed
+package, the standard library, torch, or tvis itself. The call site of a module call is
+the innermost frame in a user file; its def site is where the class's `forward` is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any, Callable
+
+import torch
+
+from tvis_tui.store.records import Site
+
+
+class Sites:
+    """Caches which files are user files and snapshots each one's source once."""
+
+    def __init__(self, root: str, on_new_user_file: Callable[[str], None]) -> None:
+        self._root = os.path.realpath(root)
+        self._excluded = tuple({
+            os.path.realpath(p) + os.sep
+            for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                      sysconfig.get_paths()["platlib"], os.path.dirname(torch.__file__),
+                      str(Path(__file__).resolve().parents[1]), sys.prefix, sys.base_prefix)
+        })
+        self._user: dict[str, str | None] = {}
+        self._on_new_user_file = on_new_user_file
+        self._def_sites: dict[type, Site | None] = {}
+
+    def user_path(self, filename: str) -> str | None:
+        """The absolute path of `filename` if it is a user file, else None (cached)."""
+        try:
+            return self._user[filename]
+        except KeyError:
+            pass
+        path: str | None = None
+        if not filename.startswith("<"):
+            real = os.path.realpath(filename)
+            inside = real == self._root or real.startswith(self._root + os.sep)
+            if inside and not real.startswith(self._excluded) and os.path.isfile(real):
+                path = os.path.abspath(filename)
+        self._user[filename] = path
+        if path is not None:
+            self._on_new_user_file(path)
+        return path
+
+    def call_site(self, frame: FrameType | None) -> Site | None:
+        """The innermost user-code line on the stack starting at `frame`."""
+        while frame is not None:
+            path = self.user_path(frame.f_code.co_filename)
+            if path is not None:
+                return Site(path, frame.f_lineno)
+            frame = frame.f_back
+        return None
+
+    def def_site(self, cls: type, attr: str = "forward") -> Site | None:
+        try:
+            return self._def_sites[cls]
+        except KeyError:
+            pass
+        code = _code_of(getattr(cls, attr, None))
+        site = None
+        if code is not None:
+            self.user_path(code.co_filename)
+            site = Site(os.path.abspath(code.co_filename), code.co_firstlineno)
+        self._def_sites[cls] = site
+        return site
+
+    def user_location(self, tb: Any) -> Site | None:
+        """The innermost user-code line of a traceback (else its innermost line)."""
+        last = None
+        found = None
+        while tb is not None:
+            last = Site(os.path.abspath(tb.tb_frame.f_code.co_filename), tb.tb_lineno)
+            if self.user_path(tb.tb_frame.f_code.co_filename) is not None:
+                found = last
+            tb = tb.tb_next
+        return found or last
+
+
+def _code_of(fn: Any) -> CodeType | None:
+    fn = getattr(fn, "__func__", fn)
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return getattr(fn, "__code__", None)
+
+
+def read_source(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None

@@ -1,0 +1,130 @@
+"""Summaries of one tensor: statistics, a histogram, and (under the cap) its values.
+
+This is where recording spends most of its time, so the passes are fused: one `aminmax`,
+one `std_mean` (the L2 norm follows from them), one `count_nonzero` and one `histc`, all on
+a detached float view under `no_grad`. Non-finite values only cost extra passes when
+`aminmax` says there are some. Nothing here draws random numbers or writes into the tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from tvis_tui.store.records import Slot, TensorStats
+
+HIST_BINS = 32
+"""Equal-width bins over the finite range; enough to see a shape, small on disk."""
+
+_NUMPY_DTYPES = {
+    torch.float32: "float32", torch.float64: "float64", torch.int64: "int64",
+    torch.int32: "int32", torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8",
+    torch.bool: "bool", torch.complex64: "complex64", torch.complex128: "complex128",
+}
+"""dtypes whose values numpy reads as they are; bf16/fp16 values are stored as float32."""
+
+_WIDENED = {torch.bfloat16: torch.float32, torch.float16: torch.float32}
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a tensor slot carries besides its role, index and path."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    requires_grad: bool
+    stats: TensorStats | None
+    hist: tuple[int, ...]
+    hist_lo: float | None
+    hist_hi: float | None
+    values_dtype: str | None
+    values: bytes | None
+
+    def slot(self, role: str, index: int, path: str) -> Slot:
+        return Slot(role=role, index=index, path=path, shape=self.shape, dtype=self.dtype,
+                    device=self.device, requires_grad=self.requires_grad, stats=self.stats,
+                    hist=self.hist, hist_lo=self.hist_lo, hist_hi=self.hist_hi,
+                    values_dtype=self.values_dtype)
+
+
+def summarize(t: torch.Tensor, max_bytes: int) -> Summary:
+    """Summarize `t` without touching its autograd graph, its values or any RNG."""
+    shape = tuple(int(d) for d in t.shape)
+    dtype = str(t.dtype).removeprefix("torch.")
+    bare = Summary(shape, dtype, str(t.device), bool(t.requires_grad), None, (), None, None,
+                   None, None)
+    if t.is_meta or t.layout != torch.strided or t.is_quantized:
+        return bare
+    with torch.no_grad():
+        x = t.detach()
+        if x.is_complex():
+            stats, hist, lo, hi = _complex_stats(x), (), None, None
+        else:
+            stats, hist, lo, hi = _real_stats(x)
+        values_dtype, values = _values(x, max_bytes)
+    return Summary(shape, dtype, bare.device, bare.requires_grad, stats, hist, lo, hi,
+                   values_dtype, values)
+
+
+def _as_float(x: torch.Tensor) -> torch.Tensor:
+    if x.dtype in (torch.float32, torch.float64):
+        return x
+    # int64 beyond 2**24 would round in float32; float64 keeps it exact to 2**53.
+    return x.to(torch.float64 if x.dtype in (torch.int64, torch.int32) else torch.float32)
+
+
+def _real_stats(x: torch.Tensor) -> tuple[TensorStats, tuple[int, ...], float | None, float | None]:
+    n = x.numel()
+    if n == 0:
+        return TensorStats(numel=0), (), None, None
+    f = _as_float(x).reshape(-1)
+    lo, hi = (v.item() for v in torch.aminmax(f))
+    nan = posinf = neginf = 0
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        nan = int(torch.isnan(f).sum())
+        posinf = int((f == math.inf).sum())
+        neginf = int((f == -math.inf).sum())
+        f = f[torch.isfinite(f)]
+        if f.numel() == 0:
+            return TensorStats(numel=n, nan=nan, posinf=posinf, neginf=neginf), (), None, None
+        lo, hi = (v.item() for v in torch.aminmax(f))
+    m = f.numel()
+    zeros = m - int(torch.count_nonzero(f))
+    if m > 1:
+        std_t, mean_t = torch.std_mean(f)
+        std, mean = std_t.item(), mean_t.item()
+    else:
+        std, mean = 0.0, lo
+    # sum(x^2) = (m-1)*var + m*mean^2 with torch's unbiased std: no separate pass.
+    norm = math.sqrt(max((m - 1) * std * std + m * mean * mean, 0.0))
+    if lo == hi:
+        hist: tuple[int, ...] = (m,)
+    else:
+        hist = tuple(int(c) for c in torch.histc(f, bins=HIST_BINS, min=lo, max=hi).tolist())
+    stats = TensorStats(numel=n, min=lo, max=hi, mean=mean, std=std, norm=norm, nan=nan,
+                        posinf=posinf, neginf=neginf, zeros=zeros)
+    return stats, hist, lo, hi
+
+
+def _complex_stats(x: torch.Tensor) -> TensorStats:
+    """Complex values have no order: counts and the norm only."""
+    f = x.reshape(-1)
+    nan = int(torch.isnan(f).sum())
+    inf = int(torch.isinf(f).sum())
+    zeros = f.numel() - int(torch.count_nonzero(f))
+    finite = f[torch.isfinite(f)] if nan or inf else f
+    norm = float(torch.linalg.vector_norm(finite)) if finite.numel() else None
+    return TensorStats(numel=f.numel(), norm=norm, nan=nan, posinf=inf, zeros=zeros)
+
+
+def _values(x: torch.Tensor, max_bytes: int) -> tuple[str | None, bytes | None]:
+    """A copy of the values taken now, so later in-place ops cannot change the record."""
+    target = _WIDENED.get(x.dtype, x.dtype)
+    name = _NUMPY_DTYPES.get(target)
+    if name is None or x.numel() * torch.empty((), dtype=target).element_size() > max_bytes:
+        return None, None
+    arr = x.to(device="cpu", dtype=target).contiguous().numpy()
+    return name, arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
