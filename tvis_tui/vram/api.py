@@ -9,6 +9,8 @@ from typing import Any
 from tree_sitter import Node
 
 from tvis_tui.vram import builtins, forward, methods, ops, torchlib
+from tvis_tui.vram.functional import functional_call
+from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.interp import Interp, Scope
 from tvis_tui.vram.source import line, named, text
 from tvis_tui.vram.values import (UNKNOWN, Context, DType, Function, Instance, Loader, Module,
@@ -141,6 +143,8 @@ class Api:
             if module.cls is not None and "forward" in module.cls.methods:
                 fn = Function(module.cls.methods["forward"], self.globals, module)
                 return self.interp.call_function(fn, args, kwargs)
+            if module.kind in LOSSES:
+                return functional_call(self, LOSSES[module.kind], args, kwargs, line_no)
             if module.known_params:
                 return torchlib.known_forward(self, module, args, line_no)
             return forward.forward(self.tape, module, args, kwargs, line_no)

@@ -11,8 +11,8 @@ from typing import Any
 from tree_sitter import Node
 
 from tvis_tui.vram.source import call_name, line, named, read_tree, text, walk
-from tvis_tui.vram.values import (UNKNOWN, Instance, Module, Optimizer, Param, Tensor,
-                                  Unknown)
+from tvis_tui.vram.values import (UNKNOWN, Instance, Loader, Module, Optimizer, Param,
+                                  Tensor, Unknown)
 
 BATCH_NAMES = re.compile(r"^(micro_?)?(train_)?batch(_?size)?$|^bs$|^per_device_train_batch_size$"
                          r"|^batch_size_per_(gpu|device)$", re.IGNORECASE)
@@ -193,7 +193,7 @@ class Facts:
             return
         self.backward_line = at
         self.snapshot = list(api.tape.ops)
-        self.held = held_tensors(api.interp.scopes)
+        self.held = held_tensors(api.interp.scopes, self.settings.device == "cpu")
 
     def note_training_loop(self, node: Node, scope: Any, interp: Any) -> None:
         self.loop_line = self.loop_line or line(node)
@@ -224,8 +224,10 @@ class Facts:
         return scope.vars.get(name, UNKNOWN)
 
 
-def held_tensors(scopes: list) -> list[Tensor]:
-    """Tensors that variables of the running functions still reference."""
+def held_tensors(scopes: list, host_data: bool) -> list[Tensor]:
+    """Tensors that variables of the running functions still reference; with `host_data`
+    (an estimate for a CPU run) also the tensors a dataset holds, which on a GPU stay in
+    host memory."""
     out: dict[int, Tensor] = {}
 
     def add(value: Any, depth: int = 0) -> None:
@@ -236,6 +238,9 @@ def held_tensors(scopes: list) -> list[Tensor]:
                 add(item, depth + 1)
         elif depth < 2 and isinstance(value, Instance) and value.cls is None:
             for item in value.attrs.values():
+                add(item, depth + 1)
+        elif host_data and isinstance(value, Loader):
+            for item in value.tensors:
                 add(item, depth + 1)
 
     for scope in scopes:

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from tvis_tui.vram import ops
-from tvis_tui.vram.layers import (ACTIVATIONS, LSTM_SAVED_PER_GATE_ELEMENT, RNN_GATES,
+from tvis_tui.vram.layers import (ACTIVATIONS, RNN_SAVED_PER_GATE_ELEMENT, RNN_GATES,
                                   _pair, conv_out, params_of, weight_of)
 from tvis_tui.vram.tape import Tape
 from tvis_tui.vram.values import Module, Tensor, Unknown
@@ -157,7 +157,8 @@ def _rnn(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) 
     out = Tensor(x.shape[:2] + (h * dirs,), dtype)
     state = Tensor((layers * dirs, batch, h), dtype)
     gates = RNN_GATES.get(m.kind, 4)
-    kept = Tensor((layers * dirs * steps * batch * h * gates * LSTM_SAVED_PER_GATE_ELEMENT,), dtype)
+    per = RNN_SAVED_PER_GATE_ELEMENT.get(tape.device, RNN_SAVED_PER_GATE_ELEMENT["cuda"])
+    kept = Tensor((int(layers * dirs * steps * batch * h * gates * per),), dtype)
     tape.record("lstm", [x], [out, state], [tape.cast(x, dtype), kept], params_of_tree(m), line)
     if m.kind == "LSTM":
         return (out, (state, Tensor(state.shape, dtype)))

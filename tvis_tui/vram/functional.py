@@ -56,9 +56,12 @@ def cross_entropy(api: Any, args: list, kwargs: dict, at: int) -> Any:
     if not isinstance(logits, Tensor):
         return Unknown("loss input")
     tape = api.tape
-    dtype = tape.compute_dtype("log_softmax", logits.dtype)
+    dtype = tape.compute_dtype("cross_entropy", logits.dtype)
+    cast = tape.cast(logits, dtype)
+    if cast is not logits:
+        tape.record("to", [logits], [cast], [], line=at)
     logp = Tensor(logits.shape, dtype)
-    tape.record("log_softmax", [logits], [logp], [logp], line=at)
+    tape.record("log_softmax", [cast], [logp], [logp], line=at)
     loss = Tensor((), dtype)
     target = args[1] if len(args) > 1 else kwargs.get("target")
     tape.record("nll_loss", [logp], [loss], [t for t in [target] if isinstance(t, Tensor)], line=at)
@@ -84,6 +87,8 @@ def sdpa(api: Any, args: list, kwargs: dict, at: int) -> Any:
     dtype = tape.compute_dtype("sdpa", q.dtype)
     qc, kc, vc = (tape.cast(t, dtype) for t in (q, k, v))
     out = Tensor(q.shape[:-1] + v.shape[-1:], dtype)
+    # The fused kernels write (batch, T, heads, dim): out.transpose(1, 2) needs no copy.
+    out.heads_last = True
     lse = Tensor(q.shape[:-1], "float32")
     tape.record("sdpa", [q, k, v], [out], [qc, kc, vc, out, lse], line=at)
     return out
@@ -109,7 +114,7 @@ def layer_norm(api: Any, args: list, kwargs: dict, at: int) -> Any:
     x = args[0] if args else None
     if not isinstance(x, Tensor):
         return Unknown("norm input")
-    dtype = api.tape.compute_dtype("layer_norm", x.dtype)
+    dtype = api.tape.compute_dtype("layer_norm", x.dtype)  # noqa: the same rule as nn.LayerNorm
     out = Tensor(x.shape, dtype)
     stats = Tensor((2 * x.numel // max(1, x.shape[-1] if x.shape else 1),), "float32")
     params = [a for a in args[2:] + list(kwargs.values()) if isinstance(a, Tensor)]

@@ -48,10 +48,11 @@ ACTIVATIONS = {"ReLU": "relu", "GELU": "gelu", "SiLU": "silu", "Tanh": "tanh",
 
 RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
-LSTM_SAVED_PER_GATE_ELEMENT = 3
-"""Elements an unrolled RNN step keeps per gate element (gate pre-activation, its
-nonlinearity's output and the product that feeds the cell): measured on torch's CPU path,
-which saves more than cuDNN's packed reserve; used for both, a stated approximation."""
+RNN_SAVED_PER_GATE_ELEMENT = {"cpu": 4.1, "cuda": 1.5}
+"""Elements an RNN keeps for backward per gate element and time step. CPU: measured on
+torch's unrolled CPU kernel (gate inputs, nonlinearity outputs, cell products). CUDA:
+cuDNN's reserve space holds the gate activations and cell states, about 6 hidden-sized
+values per step for an LSTM; a stated estimate, not measured here."""
 
 
 def bind(kind: str, args: list, kwargs: dict) -> dict:

@@ -46,7 +46,9 @@ def _view(api: Any, t: Tensor, name: str, args: list, kwargs: dict) -> Any:
     if name in ("view", "reshape"):
         return ops.view(t, ops.reshape(t, tuple(args)), name == "view" or t.contiguous)
     if name in ("transpose", "movedim"):
-        return ops.view(t, ops.transpose(t.shape, *(args + [0, 1])[:2]), False)
+        dims = (args + [0, 1])[:2]
+        flat = getattr(t, "heads_last", False) and {d % 4 for d in dims if isinstance(d, int)} == {1, 2}
+        return ops.view(t, ops.transpose(t.shape, *dims), flat)
     if name == "permute":
         dims = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
         if all(isinstance(d, int) for d in dims) and len(dims) == len(t.shape):

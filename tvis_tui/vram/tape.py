@@ -13,9 +13,13 @@ LOW_PRECISION_OPS = frozenset({
 })
 """Ops autocast runs in its low-precision dtype (torch's autocast "lower precision" list)."""
 
-FP32_OPS = frozenset({"layer_norm", "group_norm", "softmax", "log_softmax", "cross_entropy",
-                      "nll_loss", "mse_loss", "batch_norm", "exp", "log", "sum", "mean", "norm"})
-"""Ops autocast runs in float32, casting low-precision inputs up first."""
+FP32_OPS = {
+    "cuda": frozenset({"layer_norm", "group_norm", "softmax", "log_softmax", "cross_entropy",
+                       "nll_loss", "mse_loss", "exp", "log", "sum", "norm"}),
+    "cpu": frozenset({"cross_entropy", "nll_loss", "mse_loss", "group_norm", "norm"}),
+}
+"""Ops autocast runs in float32, casting low-precision inputs up first (torch's lists
+differ by device: CPU autocast keeps layer_norm and softmax in bfloat16)."""
 
 
 @dataclass(eq=False)
@@ -59,7 +63,7 @@ class Tape:
             return dtype
         if op in LOW_PRECISION_OPS:
             return self.autocast
-        if op in FP32_OPS:
+        if op in FP32_OPS.get(self.device, FP32_OPS["cuda"]):
             return "float32"
         return dtype
 

@@ -7,6 +7,7 @@ from typing import Any
 from tree_sitter import Node
 
 from tvis_tui.vram import known_models, layers
+from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.source import line
 from tvis_tui.vram.values import (ITEMSIZE, UNKNOWN, Context, DType, Instance, Loader, Module,
@@ -43,6 +44,8 @@ def call(api: Any, path: str, args: list, kwargs: dict, node: Node) -> Any:
     name, at, facts = parts[-1], line(node), api.facts
     if name in _CONTAINERS:
         return _container(name, args, at)
+    if name in LOSSES:
+        return Module(name, config=dict(kwargs), line=at)
     if name in layers.SIGNATURES or name in layers.ACTIVATIONS or name in (
             "TransformerEncoderLayer", "Dropout", "Identity", "Flatten"):
         if "nn" in parts or parts[0] not in ("torch",):
@@ -78,10 +81,13 @@ def call(api: Any, path: str, args: list, kwargs: dict, node: Node) -> Any:
     if name == "DataLoader":
         dataset = args[0] if args else kwargs.get("dataset")
         batch = facts.override("batch_size", kwargs.get("batch_size", args[1] if len(args) > 1 else 1))
-        return Loader(batch, dataset.sample if isinstance(dataset, Loader) else UNKNOWN, at)
+        if not isinstance(dataset, Loader):
+            return Loader(batch, UNKNOWN, at)
+        return Loader(batch, dataset.sample, at, dataset.tensors)
     if name == "TensorDataset":
         return Loader(None, tuple(Tensor(t.shape[1:], t.dtype) if isinstance(t, Tensor)
-                                  else UNKNOWN for t in args), at)
+                                  else UNKNOWN for t in args), at,
+                      tuple(t for t in args if isinstance(t, Tensor)))
     if name in _DATASETS:
         return Loader(None, (Tensor(_DATASETS[name]), Tensor((), "int64")), at)
     if name == "ArgumentParser" or name == "add_argument_group":

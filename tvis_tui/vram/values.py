@@ -175,6 +175,7 @@ class Loader:
     batch_size: Any
     sample: Any
     line: int = 0
+    tensors: tuple = ()
 
 
 @dataclass(frozen=True)
