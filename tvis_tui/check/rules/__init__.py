@@ -1,1 +1,94 @@
-"""(being built)"""
+"""The rules of `tvis check`, one per module. How to add one:
+
+1. Create `tvis_tui/check/rules/tvNNN_short_name.py` (next free id; ids are never reused)
+   defining exactly ONE subclass of `Rule`. It is found automatically: no list to edit.
+
+       from typing import Iterator
+       from tvis_tui.check.context import Context
+       from tvis_tui.check.findings import Category, Finding, Severity
+       from tvis_tui.check.rule import Rule
+
+       class DiscardedTo(Rule):
+           '''`x.to(device)` whose result is thrown away.
+
+           What it does:
+               Finds `tensor.to(...)` / `.cuda()` used as a statement on a tensor.
+           Why is this bad:
+               Tensors are not moved in place; the computation stays on the CPU.
+           Example:
+               x.to(device)
+           Use instead:
+               x = x.to(device)
+           Known limits:
+               Only plain names ...
+           '''
+
+           id = "TV008"
+           title = "tensor .to()/.cuda() result discarded"     # short, lower case, no period
+           severity = Severity.ERROR       # ERROR: wrong results/crash; WARNING: costly; INFO: perf
+           category = Category.CORRECTNESS # CONVERGENCE, MEMORY_LEAK, WASTED_COMPUTE,
+                                           # REPRODUCIBILITY, CORRECTNESS
+           fix = "assign the result: x = x.to(device)"   # default suggested fix (JSON `fix`)
+
+           def check(self, ctx: Context) -> Iterator[Finding]:
+               for call in ctx.calls_named("to", "cuda"):
+                   ...
+                   yield ctx.finding(call.node, "result of .to() is discarded")
+
+   The docstring: a summary line, then the five sections, each heading alone on a line
+   ending in ":" ("What it does:", "Why is this bad:", "Example:", "Use instead:",
+   "Known limits:"), bodies indented. Example / Use instead bodies are Python code.
+   `tvis check --explain TVNNN` and docs/rules.md are generated from it; regenerate the docs
+   with `.venv/bin/tvis check --list-rules --format markdown > docs/rules.md`
+   (tests/check/test_docs.py fails until you do).
+
+2. Fixtures: `tests/check/fixtures/TVNNN_<what>.py`, several per rule: true positives AND
+   look-alike negatives (correct code that resembles the bug). Mark each line where a finding
+   must START with a trailing comment `# expect: TVNNN` (several ids: `# expect: TV001,TV003`).
+   A fixture checks with ALL rules, so an unmarked finding from any rule is a failure.
+   Every fixture must be real, parseable Python. tests/check/test_fixtures.py picks up every
+   file in fixtures/ and corpus/ (no table to edit). Cross-file cases: a folder
+   `tests/check/fixtures/TVNNN_<what>/` with several .py files is checked as one project.
+
+3. Corpus: add realistic scripts under `tests/check/corpus/` (same `# expect:` markers) —
+   whole small training scripts in different styles (plain loop, functions, Lightning-ish
+   class, HF-ish, GAN). `scripts/score_check.py` prints precision/recall per rule over the
+   corpus AND fixtures; keep every rule >= 0.8 and the total at precision >= 0.95,
+   recall >= 0.9.
+
+The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over raw syntax:
+  ctx.calls / ctx.calls_named("step", "zero_grad") / ctx.calls_in(node) / ctx.call_at(node)
+      `Call` objects: .node, .func, .name (bare name or last attribute), .method (attribute
+      name or None), .receiver (object before the dot), .args, .kwargs, .arg(i, "kw"),
+      .has_splat (True when *args/**kwargs are passed: stay silent about missing options),
+      .region (innermost Region), .line
+  ctx.qualname(node)      `F.softmax` -> "torch.nn.functional.softmax" through imports;
+                          a class/function defined in the file -> its bare name; else None
+  ctx.value_of(node)      the one expression assigned to a name / `self.x` (None if assigned
+                          0 or 2+ times, or a parameter); ctx.resolve(node) follows chains
+  ctx.type_of(node)       qualified class of a value: constructor calls, names assigned once,
+                          `.to()/.cuda()` chains, parameter annotations, and arguments passed
+                          at every call site of the function (across files)
+  ctx.is_optimizer(node) / ctx.is_model(node) / ctx.loss_class(node) / ctx.is_dataloader(node)
+  ctx.is_backward(call) / ctx.is_optimizer_step(call) / ctx.is_zero_grad(call)
+  ctx.grad_resets(node)   zero_grad calls and `p.grad = None` inside node
+  ctx.loops_around(node)  enclosing for/while Regions in the same function, innermost first
+  ctx.training_loops() / ctx.loop_trains(region)   loops whose body runs backward() or
+                          optimizer.step(), directly or through called functions (cross-file)
+  ctx.repeats(node)       what runs node repeatedly: own loops, else loops around the call
+                          sites of its function (transitively), else a Lightning hook
+  ctx.in_training_iteration(node)
+  ctx.grad_disabled(node) under no_grad/inference_mode/set_grad_enabled(False), a decorator,
+                          or a function whose every caller is
+  ctx.context_managers(node)  qualnames of enclosing `with` items and decorators
+  ctx.function_of(node) / ctx.callers(function_region)
+  ctx.text(node) / ctx.dotted(node)
+  ctx.finding(node, message, fix=None)   what `check` yields
+Lower layers (ctx.index, ctx.symbols, ctx.project; tvis_tui/check/syntax.py helpers such as
+`mentions`, `enclosing`, `unwrap`) are there when a rule needs them. Library name tables live
+in tvis_tui/check/kinds.py; extend them there rather than in a rule.
+
+Ground rules: never import torch; a rule that fires on ordinary correct code is worse than no
+rule, so when the code does not prove the bug (unknown type, **kwargs, dynamic values), stay
+silent. Keep a rule under ~150 lines; put reusable analysis in context.py/training.py.
+"""

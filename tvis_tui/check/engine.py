@@ -1,0 +1,99 @@
+"""Running rules over files: collect paths, parse, build the project, run, suppress."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+from tvis_tui.check.config import CheckConfig
+from tvis_tui.check.context import Context
+from tvis_tui.check.findings import FileProblem, Finding, Severity
+from tvis_tui.check.project import FileModel, Project
+from tvis_tui.check.rule import Rule
+from tvis_tui.check.source import SourceFile, load, parse
+from tvis_tui.errors import TvisError
+
+SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
+"""Folders never searched for .py files (besides hidden ones): caches and installed code."""
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding] = field(default_factory=list)
+    problems: list[FileProblem] = field(default_factory=list)
+    files_checked: int = 0
+    lines_checked: int = 0
+
+
+def collect_files(paths: Sequence[str]) -> list[tuple[Path, str]]:
+    """(path, display path) for every .py file named or under a named folder, sorted."""
+    found: dict[str, Path] = {}
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            found[raw] = path
+        elif path.is_dir():
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs
+                                 if not d.startswith(".") and d not in SKIPPED_DIRS)
+                for name in files:
+                    if name.endswith(".py"):
+                        full = Path(folder) / name
+                        found[str(full)] = full
+        else:
+            raise TvisError(f"{raw}: no such file or folder")
+    return [(path, display) for display, path in sorted(found.items())]
+
+
+def check_sources(sources: list[SourceFile], rules: Sequence[type[Rule]],
+                  config: CheckConfig | None = None) -> CheckResult:
+    """Run `rules` over parsed files as one project (cross-file call graph included)."""
+    config = config or CheckConfig()
+    result = CheckResult(files_checked=len(sources))
+    files = [FileModel(source) for source in sources]
+    project = Project(files)
+    for fm in files:
+        result.lines_checked += fm.source.text.count(b"\n") + 1
+        for rule in rules:
+            try:
+                found = list(rule().check(Context(project, fm, rule)))
+            except RecursionError:
+                result.problems.append(FileProblem(fm.path, f"{rule.id} gave up: code nested "
+                                                            "too deeply to analyse"))
+                continue
+            for finding in found:
+                if fm.source.suppressions.silences(finding.rule, finding.line):
+                    continue
+                override = config.severity.get(finding.rule)
+                result.findings.append(replace(finding, severity=override) if override
+                                       else finding)
+    result.findings = sorted(set(result.findings),
+                             key=lambda f: (f.path, f.line, f.column, f.rule))
+    return result
+
+
+def check_paths(paths: Sequence[str], rules: Sequence[type[Rule]],
+                config: CheckConfig | None = None) -> CheckResult:
+    """Check files and folders; unreadable or unparsable files become per-file problems."""
+    sources: list[SourceFile] = []
+    problems: list[FileProblem] = []
+    for path, display in collect_files(paths):
+        loaded = load(path, display)
+        (problems if isinstance(loaded, FileProblem) else sources).append(loaded)
+    result = check_sources(sources, rules, config)
+    result.problems = problems + result.problems
+    return result
+
+
+def check_text(code: str, rules: Sequence[type[Rule]], path: str = "<string>") -> CheckResult:
+    """Check one snippet of source (tests, editors)."""
+    loaded = parse(code.encode("utf-8"), path)
+    if isinstance(loaded, FileProblem):
+        return CheckResult(problems=[loaded])
+    return check_sources([loaded], rules)
+
+
+def at_or_above(findings: list[Finding], threshold: Severity) -> list[Finding]:
+    return [f for f in findings if f.severity.rank >= threshold.rank]

@@ -1,0 +1,111 @@
+"""Which expressions hold a tensor with its autograd graph: the outputs of models and losses,
+and what is computed from them without `.item()` / `.detach()`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tree_sitter import Node
+
+from tvis_tui.check.syntax import text, unwrap
+
+if TYPE_CHECKING:
+    from tvis_tui.check.context import Context
+
+FUNCTIONAL_LOSSES = frozenset({
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
+    "margin_ranking_loss", "triplet_margin_loss", "ctc_loss", "poisson_nll_loss",
+    "gaussian_nll_loss", "soft_margin_loss", "multi_margin_loss", "hinge_embedding_loss",
+})
+DETACHING_METHODS = frozenset({
+    "item", "detach", "detach_", "tolist", "numpy", "size", "dim", "numel", "nelement",
+    "element_size", "data_ptr", "get_device", "is_contiguous", "isnan", "isinf", "isfinite",
+    "argmax", "argmin", "eq", "ne", "lt", "gt", "le", "ge", "sign", "__len__",
+})
+PLAIN_FUNCTIONS = frozenset({"float", "int", "bool", "str", "len", "round", "repr", "format",
+                             "isinstance", "type", "id", "print"})
+NON_GRAPH_ATTRIBUTES = frozenset({"shape", "dtype", "device", "data", "ndim", "is_cuda",
+                                  "requires_grad", "grad", "layout", "grad_fn", "is_leaf"})
+_MAX_DEPTH = 8
+
+
+def is_graph_source(ctx: "Context", call_node: Node) -> bool:
+    """A call whose result has an autograd graph: a model or loss module, or a functional loss."""
+    call = ctx.call_at(call_node)
+    if call is None or call.func is None:
+        return False
+    qual = ctx.qualname(call.func)
+    if qual is not None and qual.startswith("torch.nn.functional."):
+        return qual.rsplit(".", 1)[-1] in FUNCTIONAL_LOSSES
+    if call.method is not None and call.method not in ("forward",):
+        return False
+    target = call.receiver if call.method == "forward" else call.func
+    return ctx.is_model(target) or ctx.loss_class(target) is not None
+
+
+def carries_graph(ctx: "Context", expr: Node | None, at: Node, depth: int = 0) -> bool:
+    """Whether evaluating `expr` (at position `at`) yields a tensor that keeps a graph.
+
+    Names follow their latest assignment before `at` in the same function; a name whose
+    value cannot be followed counts when `name.backward()` is called in that function."""
+    expr = unwrap(expr)
+    if expr is None or depth > _MAX_DEPTH:
+        return False
+    kind = expr.type
+    if kind == "identifier":
+        return _name_carries(ctx, expr, at, depth)
+    if kind == "binary_operator":
+        return any(carries_graph(ctx, expr.child_by_field_name(side), at, depth + 1)
+                   for side in ("left", "right"))
+    if kind == "unary_operator":
+        return carries_graph(ctx, expr.child_by_field_name("argument"), at, depth + 1)
+    if kind in ("list", "tuple", "set", "expression_list"):
+        return any(carries_graph(ctx, child, at, depth + 1) for child in expr.named_children)
+    if kind == "dictionary":
+        return any(carries_graph(ctx, pair.child_by_field_name("value"), at, depth + 1)
+                   for pair in expr.named_children if pair.type == "pair")
+    if kind == "conditional_expression":
+        branches = expr.named_children
+        return any(carries_graph(ctx, b, at, depth + 1) for b in (branches[0], branches[-1]))
+    if kind == "subscript":
+        return carries_graph(ctx, expr.child_by_field_name("value"), at, depth + 1)
+    if kind == "attribute":
+        if text(expr.child_by_field_name("attribute")) in NON_GRAPH_ATTRIBUTES:
+            return False
+        return carries_graph(ctx, expr.child_by_field_name("object"), at, depth + 1)
+    if kind == "call":
+        return _call_carries(ctx, expr, at, depth)
+    return False
+
+
+def _call_carries(ctx: "Context", expr: Node, at: Node, depth: int) -> bool:
+    if is_graph_source(ctx, expr):
+        return True
+    call = ctx.call_at(expr)
+    if call is None:
+        return False
+    if call.method is not None:
+        if call.method in DETACHING_METHODS:
+            return False
+        return carries_graph(ctx, call.receiver, at, depth + 1)
+    if call.name in PLAIN_FUNCTIONS:
+        return False
+    qual = ctx.qualname(call.func) or ""
+    if qual.startswith("torch.") and not qual.startswith("torch.nn."):
+        return any(carries_graph(ctx, arg, at, depth + 1) for arg in call.args)
+    return False
+
+
+def _name_carries(ctx: "Context", name: Node, at: Node, depth: int) -> bool:
+    bindings = ctx.symbols.bindings_of(name)
+    function = ctx.function_of(at)
+    earlier = [(target, value) for target, value in bindings or ()
+               if target.start_byte < at.start_byte and function.contains(target)]
+    if earlier:
+        target, value = max(earlier, key=lambda pair: pair[0].start_byte)
+        if value is not None:
+            return carries_graph(ctx, value, target, depth + 1)
+    raw = text(name)
+    return any(ctx.text(c.receiver) == raw for c in ctx.calls_named("backward")
+               if c.receiver is not None and function.contains(c.node))

@@ -1,0 +1,72 @@
+"""What a qualified class or function name produces: an optimizer, a model, a loss, a loader.
+
+These tables are the only place the engine knows library names; rules ask `Project.is_*`.
+"""
+
+from __future__ import annotations
+
+OPTIMIZER_PREFIXES = (
+    "torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "deepspeed.ops.adam.",
+    "timm.optim.", "torch_optimizer.", "lion_pytorch.",
+)
+OPTIMIZER_NAMES = frozenset({"transformers.AdamW", "transformers.Adafactor",
+                             "transformers.optimization.AdamW",
+                             "transformers.optimization.Adafactor"})
+OPTIMIZER_BASES = frozenset({"torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"})
+NOT_OPTIMIZERS = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
+
+MODULE_BASES = frozenset({
+    "torch.nn.Module", "torch.nn.modules.module.Module",
+    "pytorch_lightning.LightningModule", "lightning.LightningModule",
+    "lightning.pytorch.LightningModule", "pl.LightningModule",
+    "transformers.PreTrainedModel",
+})
+LIGHTNING_BASES = frozenset({"pytorch_lightning.LightningModule", "lightning.LightningModule",
+                             "lightning.pytorch.LightningModule"})
+MODEL_WRAPPERS = frozenset({
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+})
+MODEL_FACTORY_PREFIXES = ("torchvision.models.", "timm.create_model", "transformers.Auto",
+                          "transformers.")
+LOSS_PREFIX = "torch.nn."
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader",
+                         "torch.utils.data.dataloader.DataLoader"})
+NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode",
+                              "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+SELF_RETURNING_METHODS = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half",
+                                    "double", "bfloat16", "requires_grad_", "share_memory"})
+
+
+def is_optimizer_class(qualname: str) -> bool:
+    if qualname in OPTIMIZER_NAMES:
+        return True
+    if qualname.startswith(NOT_OPTIMIZERS) or qualname in OPTIMIZER_BASES:
+        return False
+    last = qualname.rsplit(".", 1)[-1]
+    return qualname.startswith(OPTIMIZER_PREFIXES) and last[:1].isupper()
+
+
+def is_loss_class(qualname: str) -> bool:
+    return (qualname.startswith(LOSS_PREFIX) and qualname.count(".") == 2
+            and qualname.endswith("Loss"))
+
+
+def is_torch_module_class(qualname: str) -> bool:
+    """`torch.nn.Linear`, `torch.nn.Sequential` (a module built from torch.nn), not a loss."""
+    if qualname in MODEL_WRAPPERS:
+        return True
+    if not qualname.startswith(LOSS_PREFIX) or is_loss_class(qualname):
+        return False
+    last = qualname.rsplit(".", 1)[-1]
+    return qualname.count(".") == 2 and last[:1].isupper() and last != "Parameter"
+
+
+def is_model_factory(qualname: str) -> bool:
+    """Calls that return a ready nn.Module: torchvision/timm constructors, HF `from_pretrained`."""
+    if qualname.startswith("transformers."):
+        return qualname.endswith(".from_pretrained") and "Tokenizer" not in qualname \
+            and "Config" not in qualname and "Processor" not in qualname
+    return qualname.startswith(MODEL_FACTORY_PREFIXES[:2])

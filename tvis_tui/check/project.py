@@ -1,0 +1,241 @@
+"""The semantic layer rules share: types of values, the call graph across the checked files,
+training-loop detection and gradient-mode context.
+
+Everything here answers from what the code proves: a constructor call assigned once, a class
+that subclasses nn.Module, an annotation, the argument passed at every call site. Names are
+used only as a last resort for recognising `optimizer.step()` on an untyped parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from tvis_tui.check import kinds
+from tvis_tui.check.index import Call, FileIndex, Region
+from tvis_tui.check.source import SourceFile
+from tvis_tui.check.symbols import Symbols, parameters
+from tvis_tui.check.syntax import dotted, text, unwrap
+
+MAX_DEPTH = 6
+"""How many hops (assignments, call sites) a type or call-graph question follows."""
+
+_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_?[a-z0-9]*)?$")
+
+
+class FileModel:
+    """One checked file: its source, index and symbols."""
+
+    def __init__(self, source: SourceFile) -> None:
+        self.source = source
+        self.path = source.path
+        self.index = FileIndex(source)
+        self.symbols = Symbols(self.index)
+        self.stem = source.path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+
+
+@dataclass(frozen=True)
+class FunctionRef:
+    """A function (or method) defined in one of the checked files."""
+
+    file: FileModel
+    region: Region
+
+    @property
+    def is_method(self) -> bool:
+        return self.region.parent is not None and self.region.parent.kind == "class"
+
+
+class Project:
+    """All checked files together; answers cross-file questions with memoised look-ups."""
+
+    def __init__(self, files: list[FileModel]) -> None:
+        self.files = files
+        self.classes: dict[str, list[tuple[FileModel, Region]]] = {}
+        self.functions: dict[str, list[FunctionRef]] = {}
+        for fm in files:
+            for region in fm.index.classes:
+                self.classes.setdefault(region.name, []).append((fm, region))
+            for region in fm.index.functions:
+                self.functions.setdefault(region.name, []).append(FunctionRef(fm, region))
+        self._trains: dict[int, bool] = {}
+        self._callers: dict[int, list[tuple[FileModel, Call]]] | None = None
+        self._subclass: dict[tuple[int, frozenset], bool] = {}
+
+    # -- classes and types -----------------------------------------------------------------
+    def project_class(self, qualname: str | None) -> tuple[FileModel, Region] | None:
+        """The class a qualified name refers to, when it is defined in the checked files."""
+        if not qualname:
+            return None
+        module, _, name = qualname.rpartition(".")
+        for fm, region in self.classes.get(name, ()):
+            if not module or module.rsplit(".", 1)[-1] == fm.stem:
+                return fm, region
+        return None
+
+    def class_inherits(self, fm: FileModel, region: Region, bases: frozenset[str],
+                       depth: int = 0) -> bool:
+        """Whether a project class subclasses one of `bases` (qualified names), transitively."""
+        key = (id(region.node), bases)
+        if key in self._subclass:
+            return self._subclass[key]
+        self._subclass[key] = False  # guards against cyclic bases
+        result = False
+        supers = region.node.child_by_field_name("superclasses")
+        for base in supers.named_children if supers is not None and depth < MAX_DEPTH else ():
+            qual = fm.symbols.qualname(base)
+            if qual in bases:
+                result = True
+                break
+            parent = self.project_class(qual)
+            if parent is not None and self.class_inherits(*parent, bases, depth + 1):
+                result = True
+                break
+        self._subclass[key] = result
+        return result
+
+    def enclosing_class(self, fm: FileModel, node: Node) -> Region | None:
+        for region in fm.index.region_at(node).ancestors():
+            if region.kind == "class":
+                return region
+        return None
+
+    def type_of(self, fm: FileModel, node: Node | None, depth: int = 0) -> str | None:
+        """The qualified class name of the value `node` evaluates to, when the code proves it:
+        `nn.CrossEntropyLoss()` -> `torch.nn.CrossEntropyLoss`; a name assigned once follows
+        its value; a parameter follows its annotation or the arguments at its call sites."""
+        node = unwrap(node)
+        if node is None or depth > MAX_DEPTH:
+            return None
+        if node.type == "call":
+            return self._type_of_call(fm, node, depth)
+        if node.type == "identifier" and text(node) == "self":
+            cls = self.enclosing_class(fm, node)
+            return cls.name if cls is not None else None
+        if node.type not in ("identifier", "attribute"):
+            return None
+        value = fm.symbols.value_of(node)
+        if value is not None:
+            return self.type_of(fm, value, depth + 1)
+        if node.type == "identifier" and fm.symbols.is_parameter(node):
+            return self._type_of_parameter(fm, node, depth)
+        return None
+
+    def _type_of_call(self, fm: FileModel, node: Node, depth: int) -> str | None:
+        call = fm.index.call_at(node)
+        if call is None:
+            return None
+        if call.method in kinds.SELF_RETURNING_METHODS and call.receiver is not None:
+            return self.type_of(fm, call.receiver, depth + 1)
+        qual = fm.symbols.qualname(call.func)
+        if qual == "torch.compile" and call.args:
+            return self.type_of(fm, call.args[0], depth + 1)
+        return qual
+
+    def _type_of_parameter(self, fm: FileModel, node: Node, depth: int) -> str | None:
+        function = fm.index.function_of(node)
+        name = text(node)
+        params = parameters(function)
+        for position, (pname, annotation, default) in enumerate(params):
+            if pname != name:
+                continue
+            if annotation is not None:
+                return fm.symbols.qualname(annotation.named_children[0]
+                                           if annotation.named_children else annotation)
+            found = {self.type_of(cfm, arg, depth + 1)
+                     for cfm, arg in self.arguments_for(FunctionRef(fm, function), position, pname)}
+            if default is not None:
+                found.add(self.type_of(fm, default, depth + 1))
+            return found.pop() if len(found) == 1 else None
+        return None
+
+    def is_optimizer(self, fm: FileModel, node: Node | None) -> bool:
+        qual = self.type_of(fm, node)
+        if qual is None:
+            return False
+        if kinds.is_optimizer_class(qual):
+            return True
+        cls = self.project_class(qual)
+        return cls is not None and self.class_inherits(*cls, kinds.OPTIMIZER_BASES)
+
+    def is_model(self, fm: FileModel, node: Node | None) -> bool:
+        qual = self.type_of(fm, node)
+        if qual is None:
+            return False
+        if qual in kinds.MODULE_BASES or kinds.is_torch_module_class(qual) or \
+                kinds.is_model_factory(qual):
+            return True
+        cls = self.project_class(qual)
+        return cls is not None and self.class_inherits(*cls, kinds.MODULE_BASES)
+
+    def loss_class(self, fm: FileModel, node: Node | None) -> str | None:
+        """`torch.nn.CrossEntropyLoss` when `node` is (a name bound to) that loss module."""
+        qual = self.type_of(fm, node)
+        return qual if qual is not None and kinds.is_loss_class(qual) else None
+
+    def is_dataloader(self, fm: FileModel, node: Node | None) -> bool:
+        return self.type_of(fm, node) in kinds.DATALOADERS
+
+    # -- call graph ------------------------------------------------------------------------
+    def callees(self, fm: FileModel, call: Call) -> list[FunctionRef]:
+        """The checked-file functions a call may run: `f()`, `self.m()`, `obj.m()` on an
+        object of a project class, and `Cls()` (its `__init__`)."""
+        func = call.func
+        if func is None:
+            return []
+        if func.type == "identifier":
+            return self._resolve_name(fm, call.name)
+        if call.method is None or call.receiver is None:
+            return []
+        receiver_type = self.type_of(fm, call.receiver)
+        cls = self.project_class(receiver_type)
+        if cls is None:
+            return []
+        return self._methods(cls[0], cls[1], call.method)
+
+    def _resolve_name(self, fm: FileModel, name: str) -> list[FunctionRef]:
+        qual = fm.symbols.qualname_of_name(name)
+        cls = self.project_class(qual)
+        if cls is not None:
+            return self._methods(cls[0], cls[1], "__init__")
+        module = qual.rpartition(".")[0].rsplit(".", 1)[-1] if qual and "." in qual else None
+        return [ref for ref in self.functions.get(name, ())
+                if not ref.is_method and (ref.file is fm if module is None
+                                          else ref.file.stem == module)]
+
+    def _methods(self, fm: FileModel, cls: Region, name: str, depth: int = 0) -> list[FunctionRef]:
+        found = [ref for ref in self.functions.get(name, ())
+                 if ref.file is fm and ref.region.parent is cls]
+        if found or depth >= MAX_DEPTH:
+            return found
+        supers = cls.node.child_by_field_name("superclasses")
+        for base in supers.named_children if supers is not None else ():
+            parent = self.project_class(fm.symbols.qualname(base))
+            if parent is not None:
+                found += self._methods(parent[0], parent[1], name, depth + 1)
+        return found
+
+    def callers(self, ref: FunctionRef) -> list[tuple[FileModel, Call]]:
+        """Every call in the checked files that resolves to `ref`."""
+        if self._callers is None:
+            self._callers = {}
+            for fm in self.files:
+                for call in fm.index.calls:
+                    if call.name in self.functions or call.name in self.classes:
+                        for target in self.callees(fm, call):
+                            self._callers.setdefault(id(target.region.node), []).append((fm, call))
+        return self._callers.get(id(ref.region.node), [])
+
+    def arguments_for(self, ref: FunctionRef, position: int, name: str) -> list[tuple[FileModel, Node]]:
+        """The argument expressions passed for one parameter at every call site."""
+        offset = 1 if ref.is_method else 0
+        found = []
+        for cfm, call in self.callers(ref):
+            if call.has_splat:
+                continue
+            arg = call.arg(position - offset, name) if position >= offset else None
+            if arg is not None:
+                found.append((cfm, arg))
+        return found

@@ -1,0 +1,150 @@
+"""TV001: a loss or output stored with its autograd graph across iterations."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from tree_sitter import Node
+
+from tvis_tui.check.context import Context
+from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.graph import carries_graph
+from tvis_tui.check.rule import Rule
+from tvis_tui.check.syntax import mentions, text, unwrap
+
+STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "add": 0, "appendleft": 0}
+"""Container methods that keep their argument, and which positional argument that is."""
+
+CONTAINER_MAKERS = frozenset({"list", "dict", "set", "deque", "defaultdict", "OrderedDict",
+                              "collections.deque", "collections.defaultdict",
+                              "collections.OrderedDict"})
+
+
+class GraphKeptAlive(Rule):
+    """A loss or model output is stored with its autograd graph on every iteration.
+
+    What it does:
+        Finds a tensor that still has its autograd graph (the result of a model, a loss
+        module or a functional loss, or anything computed from one) being appended to a
+        list, added to a running total, or stored in a dict or attribute that outlives the
+        loop iteration.
+    Why is this bad:
+        Each stored tensor keeps its whole graph alive: every activation of the forward
+        pass. Memory grows every step until the run dies with out-of-memory hours in, and
+        the graphs are never used.
+    Example:
+        losses = []
+        total = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss)
+            total += loss
+    Use instead:
+        losses = []
+        total = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            total += loss.detach()
+    Known limits:
+        Sees containers made in the checked code (`[]`, `{}`, `list()`, `deque()`,
+        `defaultdict()`, a number for running totals) and tensors that come from a model or
+        loss it can identify. Storage through helper objects (loggers, meters) is not
+        followed. Storing inside `torch.no_grad()` is never reported.
+    """
+
+    id = "TV001"
+    title = "loss or output stored with its autograd graph"
+    severity = Severity.ERROR
+    category = Category.MEMORY_LEAK
+    fix = "store loss.item() (a float) or loss.detach() instead of the tensor"
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in ctx.calls_named(*STORING_METHODS):
+            stored = call.arg(STORING_METHODS[call.method], None) if call.method else None
+            if stored is not None and _persists(ctx, _container(call.receiver), call.node,
+                                                numeric=False):
+                yield from _report(ctx, call.node, stored, ctx.text(call.receiver))
+        for node in ctx.index.aug_assignments:
+            target = node.child_by_field_name("left")
+            if text(node.child_by_field_name("operator")) in ("+=", "-=") and \
+                    _persists(ctx, _container(target), node, numeric=target.type != "subscript"):
+                yield from _report(ctx, node, node.child_by_field_name("right"),
+                                   ctx.text(target))
+        for node in ctx.index.assignments:
+            target = node.child_by_field_name("left")
+            value = node.child_by_field_name("right")
+            if target is None or value is None:
+                continue
+            if target.type == "subscript" and _persists(ctx, _container(target), node,
+                                                        numeric=False):
+                yield from _report(ctx, node, value, ctx.text(target))
+            elif _self_sum(ctx, target, value) and _persists(ctx, target, node, numeric=True):
+                yield from _report(ctx, node, value, ctx.text(target))
+
+
+def _report(ctx: Context, node: Node, stored: Node, where: str | None) -> Iterator[Finding]:
+    if ctx.grad_disabled(node) or not carries_graph(ctx, stored, node):
+        return
+    what = ctx.text(unwrap(stored)).split("\n", 1)[0]
+    yield ctx.finding(node, f"`{what}` is kept with its autograd graph in `{where}` on every "
+                            "iteration; store `.item()` or `.detach()`")
+
+
+def _container(target: Node | None) -> Node | None:
+    """`d` for `d[k]`; the target itself otherwise."""
+    target = unwrap(target)
+    while target is not None and target.type == "subscript":
+        target = unwrap(target.child_by_field_name("value"))
+    return target
+
+
+def _self_sum(ctx: Context, target: Node, value: Node) -> bool:
+    """`total = total + x`: a running sum written without `+=`."""
+    value = unwrap(value)
+    return value is not None and value.type == "binary_operator" and \
+        text(value.child_by_field_name("operator")) == "+" and \
+        ctx.text(target) in (ctx.text(value.child_by_field_name("left")),
+                             ctx.text(value.child_by_field_name("right")))
+
+
+def _persists(ctx: Context, holder: Node | None, at: Node, numeric: bool) -> bool:
+    """Whether `holder` outlives one iteration of the loop that runs `at` and is proven to be
+    a container (or, for running totals, a number or tensor)."""
+    if holder is None or holder.type not in ("identifier", "attribute"):
+        return False
+    bindings = ctx.symbols.bindings_of(holder)
+    if not bindings:
+        return False
+    made = [value for _, value in bindings if value is not None and _is_start(ctx, value, numeric)]
+    if not made:
+        return False
+    loops = ctx.loops_around(at)
+    if loops:
+        inner = loops[0]
+        name = ctx.text(holder)
+        return not any(inner.contains(target) and value is not None and not mentions(value, name)
+                       for target, value in bindings)
+    function = ctx.function_of(at)
+    local = any(function.contains(target) for target, _ in bindings)
+    return (holder.type == "attribute" or not local) and bool(ctx.repeats(at))
+
+
+def _is_start(ctx: Context, value: Node, numeric: bool) -> bool:
+    value = unwrap(value)
+    if numeric:
+        if value.type in ("integer", "float"):
+            return True
+        qual = ctx.qualname(value.child_by_field_name("function")) if value.type == "call" else None
+        return qual in ("torch.tensor", "torch.zeros", "torch.zeros_like", "torch.scalar_tensor")
+    if value.type in ("list", "dictionary", "set", "list_comprehension", "dictionary_comprehension"):
+        return True
+    if value.type == "call":
+        func = value.child_by_field_name("function")
+        name = ctx.qualname(func) or ctx.text(func)
+        return name in CONTAINER_MAKERS or name.rsplit(".", 1)[-1] in CONTAINER_MAKERS
+    return False

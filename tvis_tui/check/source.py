@@ -1,0 +1,133 @@
+"""Reading and parsing one Python file, and its `# tvis: ignore[...]` comments."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import tree_sitter
+import tree_sitter_python
+
+from tvis_tui.check.findings import FileProblem
+
+MAX_FILE_BYTES = 2_000_000
+"""Files larger than this (bytes) are skipped: they are generated code, not training scripts,
+and parsing them would dominate the run time of a check."""
+
+_IGNORE = re.compile(r"#\s*tvis:\s*(ignore|ignore-file)(?:\[([A-Za-z0-9_,\s]*)\])?")
+
+
+@lru_cache(maxsize=1)
+def language() -> tree_sitter.Language:
+    return tree_sitter.Language(tree_sitter_python.language())
+
+
+@lru_cache(maxsize=1)
+def _parser() -> tree_sitter.Parser:
+    return tree_sitter.Parser(language())
+
+
+@dataclass
+class Suppressions:
+    """Rule ids silenced per line (`None` in the set means every rule)."""
+
+    by_line: dict[int, set[str | None]] = field(default_factory=dict)
+    whole_file: set[str | None] = field(default_factory=set)
+
+    def silences(self, rule: str, line: int) -> bool:
+        for ids in (self.whole_file, self.by_line.get(line, ())):
+            if None in ids or rule in ids:
+                return True
+        return False
+
+
+@dataclass
+class SourceFile:
+    """A parsed file: its display path, text, lines, syntax tree and suppressions."""
+
+    path: str
+    text: bytes
+    tree: tree_sitter.Tree
+    suppressions: Suppressions
+
+    @property
+    def root(self) -> tree_sitter.Node:
+        return self.tree.root_node
+
+    def line_text(self, line: int) -> str:
+        """The 1-based source line, without its newline."""
+        lines = self._lines()
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+    def _lines(self) -> list[str]:
+        cached = self.__dict__.get("_line_cache")
+        if cached is None:
+            cached = self.text.decode("utf-8").splitlines()
+            self.__dict__["_line_cache"] = cached
+        return cached
+
+
+def _suppressions(comments: list[tree_sitter.Node]) -> Suppressions:
+    found = Suppressions()
+    for node in comments:
+        match = _IGNORE.search(node.text.decode("utf-8", "replace"))
+        if not match:
+            continue
+        ids: set[str | None] = {None}
+        if match.group(2) is not None:
+            ids = {part.strip().upper() for part in match.group(2).split(",") if part.strip()}
+        if match.group(1) == "ignore-file":
+            found.whole_file |= ids
+        else:
+            found.by_line.setdefault(node.start_point[0] + 1, set()).update(ids)
+    return found
+
+
+def _comments(root: tree_sitter.Node) -> list[tree_sitter.Node]:
+    query = _comment_query()
+    return tree_sitter.QueryCursor(query).captures(root).get("c", [])
+
+
+@lru_cache(maxsize=1)
+def _comment_query() -> tree_sitter.Query:
+    return tree_sitter.Query(language(), "(comment) @c")
+
+
+def _first_error(root: tree_sitter.Node) -> tree_sitter.Node | None:
+    """The first ERROR or MISSING node, descending only into subtrees that contain one."""
+    node = root
+    while True:
+        child = next((c for c in node.children if c.has_error), None)
+        if child is None or child.is_error or child.is_missing:
+            return child if child is not None else (node if node is not root else None)
+        node = child
+
+
+def load(path: Path, display: str) -> SourceFile | FileProblem:
+    """Read and parse `path`, or say in one line why it cannot be checked."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return FileProblem(display, f"skipped: {size:,} bytes is larger than the "
+                                        f"{MAX_FILE_BYTES:,}-byte limit for checked files")
+        data = path.read_bytes()
+    except OSError as exc:
+        return FileProblem(display, f"cannot read: {exc.strerror or exc}")
+    return parse(data, display)
+
+
+def parse(data: bytes, display: str) -> SourceFile | FileProblem:
+    """Parse source bytes; problems (not UTF-8, syntax error) come back as a FileProblem."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return FileProblem(display, f"not UTF-8 (byte {exc.start}); file not checked", line)
+    tree = _parser().parse(data)
+    if tree.root_node.has_error:
+        bad = _first_error(tree.root_node)
+        row, col = bad.start_point if bad is not None else (0, 0)
+        return FileProblem(display, "syntax error; file not checked", row + 1, col + 1)
+    return SourceFile(display, data, tree, _suppressions(_comments(tree.root_node)))

@@ -1,0 +1,172 @@
+"""Per-file names: import aliases, qualified names of expressions, and assignment tracking.
+
+`qualname(node)` turns `nn.CrossEntropyLoss` into `torch.nn.CrossEntropyLoss` after
+`from torch import nn`; `value_of(name)` follows a name to the one expression assigned to it.
+"""
+
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from tvis_tui.check.index import FileIndex, Region
+from tvis_tui.check.syntax import dotted, text, unwrap
+
+_UNKNOWN = None  # an assignment whose value cannot be followed (tuple target, loop variable)
+
+
+class Symbols:
+    """Import aliases and assignments of one file."""
+
+    def __init__(self, index: FileIndex) -> None:
+        self.index = index
+        self.imports: dict[str, str] = {}
+        self.bindings: dict[tuple[Region, str], list[tuple[Node, Node | None]]] = {}
+        self._params: dict[int, set[str]] = {}
+        for node in index.import_nodes:
+            self._add_import(node)
+        for node in index.assignments:
+            self._add_assignment(node)
+        for node in index.aug_assignments:
+            self._bind(node.child_by_field_name("left"), _UNKNOWN)
+        for loop in index.loops:
+            if loop.kind == "for":
+                self._bind(loop.node.child_by_field_name("left"), _UNKNOWN)
+
+    # -- imports ---------------------------------------------------------------------------
+    def _add_import(self, node: Node) -> None:
+        if node.type == "import_statement":
+            for item in node.children_by_field_name("name"):
+                if item.type == "aliased_import":
+                    self.imports[text(item.child_by_field_name("alias"))] = text(
+                        item.child_by_field_name("name"))
+                else:
+                    head = text(item).split(".", 1)[0]
+                    self.imports[head] = head
+            return
+        module = text(node.child_by_field_name("module_name")).lstrip(".")
+        for item in node.children_by_field_name("name"):
+            if item.type == "aliased_import":
+                name = text(item.child_by_field_name("name"))
+                alias = text(item.child_by_field_name("alias"))
+            else:
+                name = alias = text(item)
+            self.imports[alias] = f"{module}.{name}" if module else name
+
+    def qualname(self, node: Node | None) -> str | None:
+        """`torch.nn.functional.softmax` for `F.softmax` after `import torch.nn.functional as F`.
+
+        Names that are not imported resolve to themselves only when they are defined as a
+        class or function in this file (so `Net` -> `Net`); anything else is None.
+        """
+        chain = dotted(unwrap(node))
+        if chain is None:
+            return None
+        head, _, rest = chain.partition(".")
+        if head in self.imports:
+            base = self.imports[head]
+            return f"{base}.{rest}" if rest else base
+        if not rest and self._defined_here(head):
+            return head
+        return None
+
+    def qualname_of_name(self, name: str) -> str | None:
+        """The qualified name a bare identifier resolves to (see `qualname`)."""
+        if name in self.imports:
+            return self.imports[name]
+        return name if self._defined_here(name) else None
+
+    def _defined_here(self, name: str) -> bool:
+        index = self.index
+        return any(r.name == name for r in index.classes) or any(
+            r.name == name and r.parent is index.module for r in index.functions)
+
+    # -- assignments -----------------------------------------------------------------------
+    def _add_assignment(self, node: Node) -> None:
+        value = node.child_by_field_name("right")
+        targets = [node.child_by_field_name("left")]
+        while value is not None and value.type == "assignment":  # a = b = value
+            targets.append(value.child_by_field_name("left"))
+            value = value.child_by_field_name("right")
+        for target in targets:
+            self._bind(target, value)
+
+    def _bind(self, target: Node | None, value: Node | None) -> None:
+        target = unwrap(target)
+        if target is None:
+            return
+        if target.type in ("pattern_list", "tuple_pattern", "list_pattern", "tuple", "list"):
+            for element in target.named_children:
+                self._bind(element, _UNKNOWN)
+            return
+        key = self._key(target)
+        if key is not None:
+            self.bindings.setdefault((self._scope_for(target, key), key), []).append(
+                (target, value))
+
+    def _key(self, target: Node) -> str | None:
+        if target.type == "identifier":
+            return text(target)
+        chain = dotted(target)
+        return chain if chain is not None and chain.startswith("self.") else None
+
+    def _scope_for(self, node: Node, key: str) -> Region:
+        if key.startswith("self."):
+            region = self.index.region_at(node)
+            while region.kind not in ("class", "module"):
+                region = region.parent
+            return region
+        return self.index.function_of(node)
+
+    def bindings_of(self, node: Node | None) -> list[tuple[Node, Node | None]] | None:
+        """(target, value) of every assignment to the name or `self.x` at `node`, in the
+        scope the name lives in (its function, else the module; the class for `self.x`).
+        Values are None where they cannot be followed (loop variables, tuple targets, `+=`).
+        None when the name is never assigned in this file (a parameter, import, builtin)."""
+        node = unwrap(node)
+        key = self._key(node) if node is not None else None
+        if key is None:
+            return None
+        scope = self._scope_for(node, key)
+        if not key.startswith("self.") and scope.kind == "function":
+            if key in self.parameter_names(scope):
+                return None
+            if (scope, key) not in self.bindings:
+                scope = self.index.module
+        return self.bindings.get((scope, key))
+
+    def assigned_values(self, node: Node | None) -> list[Node | None] | None:
+        found = self.bindings_of(node)
+        return None if found is None else [value for _, value in found]
+
+    def value_of(self, node: Node | None) -> Node | None:
+        """The expression assigned to this name, when it is assigned exactly once."""
+        found = self.bindings_of(node)
+        return found[0][1] if found is not None and len(found) == 1 else None
+
+    def parameter_names(self, function: Region) -> set[str]:
+        key = id(function.node)
+        if key not in self._params:
+            self._params[key] = {name for name, _, _ in parameters(function)}
+        return self._params[key]
+
+    def is_parameter(self, node: Node) -> bool:
+        """Whether identifier `node` names a parameter of its enclosing function."""
+        scope = self.index.function_of(node)
+        return scope.kind == "function" and text(node) in self.parameter_names(scope)
+
+
+def parameters(function: Region) -> list[tuple[str, Node | None, Node | None]]:
+    """(name, annotation, default) for each named parameter of a function region."""
+    found = []
+    params = function.node.child_by_field_name("parameters")
+    for param in params.named_children if params is not None else ():
+        if param.type == "identifier":
+            found.append((text(param), None, None))
+        elif param.type in ("typed_parameter", "typed_default_parameter", "default_parameter"):
+            name = param.child_by_field_name("name") or param.named_children[0]
+            if name.type != "identifier":
+                continue
+            found.append((text(name), param.child_by_field_name("type"),
+                          param.child_by_field_name("value")))
+    return found
+

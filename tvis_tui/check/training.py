@@ -1,0 +1,179 @@
+"""Training-loop facts: what is a backward/step/zero_grad, which loops train, what runs
+repeatedly, and where gradients are disabled — within a file and through the call graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from tvis_tui.check import kinds
+from tvis_tui.check.index import Call, Region
+from tvis_tui.check.project import _OPTIMIZER_NAME, MAX_DEPTH, FileModel, FunctionRef, Project
+from tvis_tui.check.syntax import dotted, text, unwrap
+
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+LIGHTNING_STEP_HOOKS = frozenset({"training_step"})
+
+
+def is_backward(project: Project, fm: FileModel, call: Call) -> bool:
+    """`loss.backward()`, `scaler.scale(loss).backward()`, `accelerator.backward(loss)`,
+    `self.manual_backward(loss)`, `torch.autograd.backward(loss)`."""
+    if call.method in BACKWARD_METHODS:
+        return True
+    return call.name == "backward" and fm.symbols.qualname(call.func) == "torch.autograd.backward"
+
+
+def is_optimizer_step(project: Project, fm: FileModel, call: Call) -> bool:
+    """`opt.step()` on a proven optimizer, `scaler.step(opt)`, or — when the receiver's type
+    cannot be known (an untyped parameter) — a receiver named like an optimizer."""
+    if call.method != "step" or call.receiver is None:
+        return False
+    receiver_type = project.type_of(fm, call.receiver)
+    if receiver_type is not None:
+        if receiver_type.endswith("GradScaler"):
+            return True
+        return project.is_optimizer(fm, call.receiver)
+    name = dotted(unwrap(call.receiver))
+    return name is not None and bool(_OPTIMIZER_NAME.search(name.rsplit(".", 1)[-1].lower()))
+
+
+def is_zero_grad(call: Call) -> bool:
+    """`optimizer.zero_grad()`, `model.zero_grad(set_to_none=True)`, `p.grad.zero_()`."""
+    if call.method == "zero_grad":
+        return True
+    if call.method in ("zero_", "detach_", "requires_grad_") and call.receiver is not None:
+        chain = dotted(unwrap(call.receiver)) or ""
+        return chain.endswith(".grad") or chain.endswith(".grad.data")
+    return False
+
+
+def grad_resets(fm: FileModel, node: Node) -> list[Node]:
+    """`zero_grad` calls and `p.grad = None` assignments inside `node`, in source order."""
+    found = [c.node for c in fm.index.calls_in(node) if is_zero_grad(c)]
+    start, end = node.start_byte, node.end_byte
+    for assign in fm.index.assignments:
+        if start <= assign.start_byte and assign.end_byte <= end:
+            left = assign.child_by_field_name("left")
+            if left is not None and left.type == "attribute" and \
+                    text(left.child_by_field_name("attribute")) == "grad":
+                found.append(assign)
+    return sorted(found, key=lambda n: n.start_byte)
+
+
+def function_trains(project: Project, ref: FunctionRef, depth: int = 0) -> bool:
+    """Whether running `ref` calls backward() or optimizer.step(), directly or via callees."""
+    key = id(ref.region.node)
+    if key in project._trains:
+        return project._trains[key]
+    project._trains[key] = False  # recursion guard
+    result = depth < MAX_DEPTH and _node_trains(project, ref.file, ref.region.node, depth)
+    project._trains[key] = result
+    return result
+
+
+def _node_trains(project: Project, fm: FileModel, node: Node, depth: int) -> bool:
+    for call in fm.index.calls_in(node):
+        if is_backward(project, fm, call) or is_optimizer_step(project, fm, call):
+            return True
+    for call in fm.index.calls_in(node):
+        if call.name in project.functions or call.name in project.classes:
+            if any(function_trains(project, ref, depth + 1) for ref in project.callees(fm, call)):
+                return True
+    return False
+
+
+def loop_trains(project: Project, fm: FileModel, loop: Region) -> bool:
+    """Whether a loop's body runs backward() or an optimizer step (through calls too)."""
+    body = loop.body
+    return body is not None and _node_trains(project, fm, body, 0)
+
+
+def training_loops(project: Project, fm: FileModel) -> list[Region]:
+    return [loop for loop in fm.index.loops if loop_trains(project, fm, loop)]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Why a node runs many times: `loop` in `file`, or a framework hook (loop is None)."""
+
+    file: FileModel
+    loop: Region | None
+    hook: str = ""
+
+
+def repeats(project: Project, fm: FileModel, node: Node, depth: int = 0) -> list[Repeat]:
+    """What runs `node` over and over: the loops around it in its own function, else the loops
+    around the calls of its function (transitively), else a Lightning `training_step` hook."""
+    own = fm.index.loops_around(node)
+    if own:
+        return [Repeat(fm, loop) for loop in own]
+    function = fm.index.function_of(node)
+    if function.kind != "function" or depth >= MAX_DEPTH:
+        return []
+    if function.name in LIGHTNING_STEP_HOOKS and is_lightning_method(project, fm, function):
+        return [Repeat(fm, None, function.name)]
+    found: list[Repeat] = []
+    for cfm, call in project.callers(FunctionRef(fm, function)):
+        found += repeats(project, cfm, call.node, depth + 1)
+    return found
+
+
+def is_lightning_method(project: Project, fm: FileModel, function: Region) -> bool:
+    cls = function.parent
+    return cls is not None and cls.kind == "class" and \
+        project.class_inherits(fm, cls, kinds.LIGHTNING_BASES)
+
+
+def context_managers(fm: FileModel, node: Node) -> list[tuple[str, Call]]:
+    """(qualified name, call) of each `with` item and decorator around `node`, innermost first,
+    across enclosing functions of the same file."""
+    found: list[tuple[str, Call]] = []
+    for region in fm.index.region_at(node).ancestors():
+        if region.kind == "with":
+            clause = region.node.child(1)
+            calls = fm.index.calls_in(clause) if clause is not None else []
+        elif region.kind == "function":
+            calls = [c for d in _decorators(region) for c in fm.index.calls_in(d)]
+            calls += [_BareDecorator(d) for d in _decorators(region) if d.type != "call"]
+        else:
+            continue
+        for call in calls:
+            qual = fm.symbols.qualname(call.func)
+            if qual is not None:
+                found.append((qual, call))
+    return found
+
+
+class _BareDecorator:
+    """`@torch.no_grad` written without parentheses, shaped like a Call for qualname look-up."""
+
+    def __init__(self, node: Node) -> None:
+        self.func = node
+        self.node = node
+        self.args: list[Node] = []
+
+
+def _decorators(function: Region) -> list[Node]:
+    parent = function.node.parent
+    if parent is None or parent.type != "decorated_definition":
+        return []
+    return [d.named_children[0] for d in parent.named_children
+            if d.type == "decorator" and d.named_children]
+
+
+def grad_disabled(project: Project, fm: FileModel, node: Node, depth: int = 0) -> bool:
+    """Whether autograd is off at `node`: inside `with torch.no_grad()` / `inference_mode()` /
+    `set_grad_enabled(False)`, a function decorated with one, or a function every caller of
+    which runs with gradients disabled."""
+    for qual, call in context_managers(fm, node):
+        if qual in kinds.NO_GRAD_CONTEXTS:
+            return True
+        if qual == "torch.set_grad_enabled" and call.args and text(call.args[0]) == "False":
+            return True
+    function = fm.index.function_of(node)
+    if function.kind != "function" or depth >= MAX_DEPTH:
+        return False
+    callers = project.callers(FunctionRef(fm, function))
+    return bool(callers) and all(grad_disabled(project, cfm, call.node, depth + 1)
+                                 for cfm, call in callers)
