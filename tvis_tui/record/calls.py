@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from tvis_tui.record.slots import make_slots
+from tvis_tui.record.slots import SlotMaker
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.store.records import CallRecord, Site
-from tvis_tui.store.writer import RunWriter
+from tvis_tui.record.sink import WriterThread
 
 
 @dataclass(slots=True)
@@ -42,10 +42,10 @@ class _ThreadState(threading.local):
 class CallLog:
     """Numbers, nests and writes calls; knows nothing about what kind of call it is."""
 
-    def __init__(self, writer: RunWriter, steps: StepTracker, max_bytes: int) -> None:
+    def __init__(self, writer: WriterThread, steps: StepTracker, max_bytes: int) -> None:
         self.writer = writer
         self.steps = steps
-        self.max_bytes = max_bytes
+        self.slots = SlotMaker(max_bytes)
         self._seq = itertools.count(1)
         self._thread = _ThreadState()
         self.last_seq = 0
@@ -78,7 +78,7 @@ class CallLog:
             call_site=call_site, def_site=def_site, start_ns=time.time_ns(), extra=extra or {})
         self.writer.put_call(record)
         self.steps.note_call(seq)
-        slots, _ = make_slots("input", inputs, self.max_bytes)
+        slots, _ = self.slots.make(seq, "input", inputs)
         self.writer.put_slots(seq, slots)
         now = time.perf_counter_ns()
         # The hook's work so far is counted as overhead when the hook ends; the call's
@@ -102,7 +102,7 @@ class CallLog:
               extra: dict[str, Any] | None = None) -> CallRecord:
         overhead = self._thread.overhead_ns - call.overhead_at_start
         duration = max(ended_ns - call.started_ns - overhead, 0)
-        slots, nonfinite = make_slots(role, outputs, self.max_bytes)
+        slots, nonfinite = self.slots.make(call.record.seq, role, outputs)
         self.writer.put_slots(call.record.seq, slots)
         record = replace(call.record, duration_ns=duration, nonfinite_output=nonfinite,
                          error=_describe(error) if error is not None else None,
@@ -116,7 +116,7 @@ class CallLog:
         return record
 
     def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> None:
-        slots, _ = make_slots(role, pairs, self.max_bytes, start)
+        slots, _ = self.slots.make(seq, role, pairs, start)
         self.writer.put_slots(seq, slots)
 
 

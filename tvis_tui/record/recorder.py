@@ -24,6 +24,7 @@ from torch.nn.modules.loss import _Loss
 from tvis_tui.record.calls import CallLog, OpenCall
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
+from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
@@ -42,10 +43,10 @@ class _Reentry(threading.local):
 class Recorder:
     def __init__(self, writer: RunWriter, root_dir: str, *, max_bytes: int,
                  step_limit: int | None) -> None:
-        self.writer = writer
+        self.writer = WriterThread(writer)
         self.memory = PeakMemory()
-        self.steps = StepTracker(writer, self.memory)
-        self.log = CallLog(writer, self.steps, max_bytes)
+        self.steps = StepTracker(self.writer, self.memory)
+        self.log = CallLog(self.writer, self.steps, max_bytes)
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
         self.step_limit = step_limit
@@ -86,6 +87,15 @@ class Recorder:
         while self._undo:
             self._undo.pop()()
 
+    def close(self, **final_meta: Any) -> int:
+        """Uninstall, close the last step, write `final_meta` and close the store.
+        Returns the number of steps recorded."""
+        self.uninstall()
+        steps = self.steps.finish()
+        self.writer.close(**final_meta, steps_recorded=steps, step_rule=self.steps.rule,
+                          warnings=list(self.warnings))
+        return steps
+
     # -- guard ---------------------------------------------------------------------------
 
     def _active(self) -> bool:
@@ -111,7 +121,7 @@ class Recorder:
     def warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < 100:
             self.warnings.append(message)
-            self.writer.put_meta(warnings=self.warnings)
+            self.writer.put_meta(warnings=list(self.warnings))
 
     def _snapshot(self, path: str) -> None:
         text = read_source(path)

@@ -72,10 +72,7 @@ def record(target: Target, options: Options) -> int:
         recorder.install()
         _execute(target, script, outcome, recorder)
     finally:
-        recorder.uninstall()
-        steps = recorder.steps.finish()
-        writer.close(**outcome.meta, ended_at=_now(), steps_recorded=steps,
-                     step_rule=recorder.steps.rule, warnings=recorder.warnings)
+        steps = recorder.close(**outcome.meta, ended_at=_now())
     _report(outcome, path, steps)
     return outcome.exit_status
 

@@ -8,11 +8,14 @@ Anything else becomes a short repr. Reading attributes never calls user properti
 from __future__ import annotations
 
 import dataclasses
+import weakref
+from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Iterator
 
 import torch
 
-from tvis_tui.record.stats import summarize
+from tvis_tui.record.stats import Summary, summarize
 from tvis_tui.store.records import Slot
 
 MAX_DEPTH = 4
@@ -22,6 +25,10 @@ MAX_SLOTS = 64
 """Per role and call: a module returning a list of 10,000 tensors is summarized, not stored."""
 
 REPR_CHARS = 80
+
+SEEN_TENSORS = 1024
+"""Recent tensors remembered for reuse; a step of a big model sees more, which only costs
+recomputing a summary."""
 
 
 def leaves(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
@@ -68,19 +75,61 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"
 
 
-def make_slots(role: str, pairs: Iterator[tuple[str, Any]], max_bytes: int, start: int = 0
-               ) -> tuple[list[tuple[Slot, bytes | None]], bool]:
-    """Slots for `pairs` numbered from `start`, and whether any tensor holds NaN or Inf."""
-    out: list[tuple[Slot, bytes | None]] = []
-    nonfinite = False
-    for index, (path, value) in enumerate(pairs, start):
-        if index >= start + MAX_SLOTS:
-            out.append((Slot(role, index, path, repr=f"… more not recorded (cap {MAX_SLOTS})"), None))
-            break
-        if isinstance(value, torch.Tensor):
-            summary = summarize(value, max_bytes)
-            out.append((summary.slot(role, index, path), summary.values))
-            nonfinite = nonfinite or bool(summary.stats and summary.stats.nonfinite)
-        else:
-            out.append((Slot(role, index, path, repr=short_repr(value)), None))
-    return out, nonfinite
+class SlotMaker:
+    """Turns values into slots, summarizing each unchanged tensor only once.
+
+    The same tensor usually appears several times in a row (a block's input is its first
+    layer's input; its last layer's output is its own). A tensor seen before, still alive
+    and not written to since (same version counter), reuses the summary, and its values
+    are stored once and referenced by `Slot.values_from`.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._seen: OrderedDict[tuple, tuple[weakref.ref, Summary, tuple[int, str, int]]] = OrderedDict()
+
+    def make(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0
+             ) -> tuple[list[tuple[Slot, bytes | None]], bool]:
+        """Slots of call `seq` numbered from `start`, and whether any tensor holds NaN/Inf."""
+        out: list[tuple[Slot, bytes | None]] = []
+        nonfinite = False
+        for index, (path, value) in enumerate(pairs, start):
+            if index >= start + MAX_SLOTS:
+                out.append((Slot(role, index, path, repr=f"… more not recorded (cap {MAX_SLOTS})"), None))
+                break
+            if isinstance(value, torch.Tensor):
+                slot, values = self._tensor_slot(value, seq, role, index, path)
+                out.append((slot, values))
+                nonfinite = nonfinite or bool(slot.stats and slot.stats.nonfinite)
+            else:
+                out.append((Slot(role, index, path, repr=short_repr(value)), None))
+        return out, nonfinite
+
+    def _tensor_slot(self, t: torch.Tensor, seq: int, role: str, index: int, path: str
+                     ) -> tuple[Slot, bytes | None]:
+        key = _identity(t)
+        hit = self._seen.get(key) if key is not None else None
+        if hit is not None and hit[0]() is t:
+            _, summary, origin = hit
+            slot = summary.slot(role, index, path)
+            if summary.values_dtype is not None:
+                slot = replace(slot, values_from=origin)
+            return slot, None
+        summary = summarize(t, self.max_bytes)
+        if key is not None:
+            # The cache keeps no values: those are on their way to the store already.
+            self._seen[key] = (weakref.ref(t), replace(summary, values=None), (seq, role, index))
+            if len(self._seen) > SEEN_TENSORS:
+                self._seen.popitem(last=False)
+        return summary.slot(role, index, path), summary.values
+
+
+def _identity(t: torch.Tensor) -> tuple | None:
+    """What makes two sightings of a tensor the same values; None when it cannot be told."""
+    try:
+        if t.is_meta or t.layout != torch.strided:
+            return None
+        return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device, t._version,
+                t.requires_grad)
+    except (RuntimeError, NotImplementedError):  # inference or functional tensors
+        return None

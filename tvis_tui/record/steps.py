@@ -25,11 +25,11 @@ from typing import Any
 
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.store.records import PHASES, StepRecord
-from tvis_tui.store.writer import RunWriter
+from tvis_tui.record.sink import WriterThread
 
 
 class StepTracker:
-    def __init__(self, writer: RunWriter, memory: PeakMemory) -> None:
+    def __init__(self, writer: WriterThread, memory: PeakMemory) -> None:
         self._writer = writer
         self._memory = memory
         self._lock = threading.Lock()

@@ -192,7 +192,8 @@ class RunReader:
         """The stored values of a tensor slot, or None when they were not captured."""
         if not slot.has_values or slot.shape is None:
             return None
-        raw = self.get_raw(layout.VALUES, codec.slot_key(seq, _ROLE_CODES[slot.role], slot.index))
+        seq, role, index = slot.values_from or (seq, slot.role, slot.index)
+        raw = self.get_raw(layout.VALUES, codec.slot_key(seq, _ROLE_CODES[role], index))
         if raw is None:
             return None
         dtype = np.dtype(slot.values_dtype).newbyteorder("<")

@@ -52,7 +52,7 @@ class _Wire:
         return cls(**kwargs)
 
 
-_TUPLE_FIELDS = {"shape", "hist"}
+_TUPLE_FIELDS = {"shape", "hist", "values_from"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,9 @@ class Slot(_Wire):
     A tensor slot has shape/dtype/stats; any other value has only `repr`.
     `hist` holds counts of finite values in equal bins over [hist_lo, hist_hi].
     `values_dtype` is the numpy dtype of the stored values (bf16 is stored as float32)
-    and is None when the values were over the cap or not captured.
+    and is None when the values were over the cap or not captured. `values_from` is set
+    when the same unchanged tensor was already stored by an earlier slot: its values are
+    kept once, under that slot's (seq, role, index).
     """
 
     role: str
@@ -110,6 +112,7 @@ class Slot(_Wire):
     hist_lo: float | None = None
     hist_hi: float | None = None
     values_dtype: str | None = None
+    values_from: tuple[int, str, int] | None = None
 
     _nested: ClassVar[dict[str, type]] = {"stats": TensorStats}
 

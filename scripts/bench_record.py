@@ -1,0 +1,94 @@
+"""Recording overhead on the bundled CNN: plain vs under tvis, side by side in one process.
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_record.py [--steps 30]
+
+Step time is the interval between consecutive `Optimizer.step()` returns, taken by a hook
+of this script's own (registered before tvis's, identical in both runs). Prints the median
+step time of each, their ratio, bytes stored per step, and where tvis's time goes
+(per-phase wall time of the recorded steps against the plain ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch.optim.optimizer as optimizer_module  # noqa: E402
+
+from tvis_tui.record.runner import Options, Target, record  # noqa: E402
+from tvis_tui.store import RunReader  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "image_classifier" / "train.py"
+
+
+def step_times(run) -> list[float]:
+    """Run `run()` and return the seconds between consecutive optimizer steps."""
+    stamps: list[float] = []
+    handle = optimizer_module.register_optimizer_step_post_hook(
+        lambda *_: stamps.append(time.perf_counter()))
+    try:
+        run()
+    finally:
+        handle.remove()
+    return [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+def plain(steps: int) -> list[float]:
+    def run() -> None:
+        saved = sys.argv
+        sys.argv = [str(EXAMPLE), "--max-steps", str(steps)]
+        try:
+            runpy.run_path(str(EXAMPLE), run_name="__main__")
+        finally:
+            sys.argv = saved
+    return step_times(run)
+
+
+def recorded(steps: int, out: str) -> list[float]:
+    target = Target(str(EXAMPLE), ("--max-steps", str(steps)))
+    return step_times(lambda: record(target, Options(out_dir=out, name="bench")))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+    devnull = open(os.devnull, "w")
+    with tempfile.TemporaryDirectory() as out:
+        real_stdout, sys.stdout = sys.stdout, devnull
+        try:
+            base = plain(args.steps)
+            under = recorded(args.steps, out)
+            base += plain(args.steps)
+        finally:
+            sys.stdout = real_stdout
+        run = Path(out) / "bench"
+        stored = sum(f.stat().st_blocks * 512 for f in run.iterdir())
+        with RunReader(run) as reader:
+            rec_steps = reader.steps()
+            calls = reader.call_count()
+    plain_ms, under_ms = statistics.median(base) * 1e3, statistics.median(under) * 1e3
+    print(f"bundled CNN, {args.steps} steps, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
+    print(f"median step time  plain {plain_ms:.2f} ms   under tvis {under_ms:.2f} ms")
+    print(f"overhead ratio    {under_ms / plain_ms:.2f}x  (target <= 3x)")
+    print(f"stored            {stored / len(rec_steps) / 2**20:.2f} MiB per step "
+          f"({calls / len(rec_steps):.0f} calls per step)")
+    phases: dict[str, list[int]] = {}
+    for s in rec_steps[1:]:
+        for phase, ns in s.phase_ns.items():
+            phases.setdefault(phase, []).append(ns)
+    shares = ", ".join(f"{p} {statistics.median(v) / 1e6:.2f} ms" for p, v in phases.items())
+    print(f"recorded step, median per phase (tvis's own work is in 'other'): {shares}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

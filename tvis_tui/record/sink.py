@@ -1,0 +1,72 @@
+"""Writing the run from a thread of its own, so training does not wait for LMDB.
+
+Hooks hand finished records (immutable, or copied) to a queue; one writer thread applies
+them to the RunWriter in the order they were queued, so the store sees exactly the
+sequence a synchronous writer would. LMDB commits (copying tensor values into the map)
+then overlap with training. A bounded queue makes hooks wait rather than let memory grow
+when training produces faster than the disk takes.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Callable
+
+from tvis_tui.store.writer import RunWriter
+
+QUEUE_ITEMS = 4096
+"""Records in flight at most (a step of the bundled CNN queues about 150)."""
+
+
+class WriterThread:
+    """The RunWriter methods the recorder uses, queued to a daemon thread."""
+
+    def __init__(self, writer: RunWriter) -> None:
+        self._writer = writer
+        self._queue: queue.Queue[tuple[Callable[..., Any], tuple, dict] | None] = \
+            queue.Queue(maxsize=QUEUE_ITEMS)
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            method, args, kwargs = item
+            try:
+                method(*args, **kwargs)
+            except Exception as exc:  # keep training going; the runner reports it
+                if len(self.errors) < 10:
+                    self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
+
+    def _submit(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self._queue.put((method, args, kwargs))
+
+    def put_call(self, *args: Any, **kwargs: Any) -> None:
+        self._submit(self._writer.put_call, *args, **kwargs)
+
+    def put_slots(self, *args: Any) -> None:
+        self._submit(self._writer.put_slots, *args)
+
+    def put_step(self, *args: Any) -> None:
+        self._submit(self._writer.put_step, *args)
+
+    def put_meta(self, **values: Any) -> None:
+        self._submit(self._writer.put_meta, **values)
+
+    def put_source(self, *args: Any) -> None:
+        self._submit(self._writer.put_source, *args)
+
+    def flush(self) -> None:
+        self._submit(self._writer.flush)
+
+    def close(self, **final_meta: Any) -> None:
+        """Write everything queued, then the final metadata, and close the store."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.errors:
+            final_meta["warnings"] = [*final_meta.get("warnings", []), *self.errors]
+        self._writer.close(**final_meta)
