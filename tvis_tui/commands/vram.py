@@ -1,15 +1,104 @@
-"""`tvis vram` (being built)."""
+"""`tvis vram SCRIPT --gpu NAME`: will the training script fit, and what saves memory."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import sys
 
 from tvis_tui.errors import TvisError
 
+DTYPES = ("float32", "bfloat16", "float16", "amp-bf16", "amp-fp16")
+DEFAULT_GPU = "a100-80gb"
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*$", re.IGNORECASE)
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser.usage = ("tvis vram SCRIPT [--gpu NAME | --gpu-memory SIZE] [--batch-size N] "
+                    "[--seq-len N] [--dtype D] [--optimizer NAME] [--params N] [--trace] "
+                    "[--format text|json] [-- SCRIPT ARGS]")
+    parser.add_argument("script", help="the training script")
+    parser.add_argument("--gpu", default=None, help=f"GPU to check against (default {DEFAULT_GPU}; "
+                        "`tvis gpus` lists them)")
+    parser.add_argument("--gpu-memory", default=None, metavar="SIZE",
+                        help="usable memory of a GPU not in the list, e.g. 48GiB")
+    parser.add_argument("--batch-size", type=int, default=None, metavar="N")
+    parser.add_argument("--seq-len", type=int, default=None, metavar="N")
+    parser.add_argument("--dtype", choices=DTYPES, default=None,
+                        help="parameter dtype, or amp-* for autocast mixed precision")
+    parser.add_argument("--optimizer", default=None, metavar="NAME",
+                        help="sgd, sgd-momentum, adam, adamw, adamw8bit, adafactor, lion, ...")
+    parser.add_argument("--params", default=None, metavar="N",
+                        help="parameter count instead of the model's, e.g. 7B or 125M")
+    parser.add_argument("--trace", action="store_true",
+                        help="run the script on fake tensors (needs torch) for an exact figure")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("script_args", nargs="*", metavar="-- SCRIPT ARGS",
+                        help="arguments for the script when traced")
+
+
+def parse_count(text: str) -> int:
+    match = _COUNT.match(text)
+    if not match:
+        raise TvisError(f"--params {text!r}: write a count like 125M, 7B or 1.3e9")
+    scale = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "b": 10 ** 9, "t": 10 ** 12}[match.group(2).lower()]
+    return int(float(match.group(1)) * scale)
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise TvisError(f"{name} {value}: must be 1 or more")
 
 
 def main(args: argparse.Namespace) -> int:
-    raise TvisError("tvis vram is not built yet")
+    from pathlib import Path
+
+    from tvis_tui.vram.facts import Settings
+    from tvis_tui.vram.gpus import custom_gpu, find_gpu, parse_size
+
+    if args.gpu and args.gpu_memory:
+        raise TvisError("give --gpu or --gpu-memory, not both")
+    gpu = custom_gpu(parse_size(args.gpu_memory)) if args.gpu_memory else find_gpu(args.gpu or DEFAULT_GPU)
+    _positive("--batch-size", args.batch_size)
+    _positive("--seq-len", args.seq_len)
+    path = Path(args.script)
+    if not path.exists():
+        raise TvisError(f"{path}: no such file")
+    if path.is_dir():
+        raise TvisError(f"{path}: is a folder, not a training script")
+    settings = Settings(batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+                        optimizer=args.optimizer,
+                        params=parse_count(args.params) if args.params else None)
+    return _report(path, settings, gpu, args)
+
+
+def _report(path, settings, gpu, args: argparse.Namespace) -> int:
+    from tvis_tui.vram.estimate import estimate
+    from tvis_tui.vram.suggest import suggest
+    from tvis_tui.vram.verdict import Verdict
+
+    static = estimate(path, settings)
+    shown = static
+    if args.trace:
+        from tvis_tui.vram.trace import torch_available, traced_estimate
+
+        if not torch_available():
+            raise TvisError("--trace needs torch installed; the static estimate does not")
+        script_args = [a for a in args.script_args if a != "--"]
+        shown = traced_estimate(path, script_args, static)
+    verdict = Verdict(gpu, shown.peak_bytes)
+    suggestions = suggest(static, gpu.usable_bytes)
+    if args.format == "json":
+        from tvis_tui.vram.render import as_json
+
+        print(json.dumps(as_json(shown, verdict, suggestions), indent=2))
+        return 0
+    from rich.console import Console
+
+    from tvis_tui.vram.render import report
+
+    console = Console() if sys.stdout.isatty() else Console(width=120)
+    title = f"{path} on {gpu.name}" + (" (traced)" if args.trace else " (static estimate)")
+    console.print(report(shown, verdict, suggestions, title))
+    return 0

@@ -52,7 +52,7 @@ class Estimate:
 def estimate(path: str | Path, settings: Settings | None = None) -> Estimate:
     settings = settings or Settings()
     path = Path(path)
-    tape = Tape(device=settings.device)
+    tape = Tape(device=settings.device, fused_attention=settings.fused_attention)
     facts = Facts(settings, path)
     facts._tape = tape
     tree = read_tree(path)
@@ -131,6 +131,8 @@ def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Est
     base = Peak(parameters=p_bytes // shards, optimizer_state=s_bytes // shards)
     if facts.sharding == "ddp" and settings.device == "cuda":
         base.workspace = g_bytes  # DDP's gradient buckets, a second copy of the gradients
+    if settings.accumulation:
+        facts.accumulation = max(facts.accumulation, settings.accumulation)
     set_to_none = settings.set_to_none if settings.set_to_none is not None else facts.set_to_none
     grads_present = not set_to_none or facts.accumulation > 1 or not facts.zero_grad_line
     grads_at_forward = grads_present or facts.forward_line < facts.zero_grad_line < facts.backward_line

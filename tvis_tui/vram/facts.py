@@ -39,6 +39,7 @@ class Settings:
     fused_attention: bool = False
     set_to_none: bool | None = None
     shards: int = 1
+    accumulation: int | None = None
     device: str = "cuda"
 
 

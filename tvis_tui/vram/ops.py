@@ -82,6 +82,7 @@ def dropout(tape: Tape, x: Tensor, p: Any, line: int = 0) -> Tensor:
         return x
     out = Tensor(x.shape, x.dtype)
     mask = Tensor(x.shape, "bool" if tape.device == "cuda" else x.dtype)
+    mask.scores = getattr(x, "scores", False)
     tape.record("dropout", [x], [out], [mask], line=line)
     return out
 
@@ -123,7 +124,11 @@ def matmul(tape: Tape, a: Tensor, b: Tensor, line: int = 0) -> Tensor:
     else:
         shape = broadcast(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
     saved = [t for t, other in ((cb, a), (ca, b)) if other.requires_grad]
-    return new(tape, "matmul", [a, b], shape, dtype, saved, line)
+    out = Tensor(tuple(int(s) for s in shape), dtype)
+    # q @ k.transpose(-2, -1): a square (T, T) result from a transposed right operand.
+    out.scores = len(shape) >= 3 and shape[-1] == shape[-2] and not b.contiguous
+    tape.record("matmul", [a, b], [out], saved, line=line)
+    return out
 
 
 def reduce(x: Tensor, dim: Any, keepdim: bool) -> tuple:

@@ -38,6 +38,7 @@ class Tape:
     """The record of one forward pass, plus the modes that change what gets saved."""
 
     device: str = "cuda"
+    fused_attention: bool = False
     grad_enabled: bool = True
     autocast: str | None = None
     ops: list[Op] = field(default_factory=list)
@@ -49,13 +50,18 @@ class Tape:
                saved: list[Tensor], params: list[Param] = (), line: int = 0) -> None:
         """Note an op. Outputs need grad when any input or trainable parameter does."""
         trainable = [p for p in params if p.trainable and not p.buffer]
+        for out in outputs:
+            if any(getattr(t, "scores", False) and t.shape == out.shape for t in inputs):
+                out.scores = True
         needs = any(t.requires_grad for t in inputs) or bool(trainable)
         for out in outputs:
             out.requires_grad = needs and self.grad_enabled
         if not (needs and self.grad_enabled):
             return
-        self.ops.append(Op(name, [t.root for t in saved if t is not None],
-                           inputs, outputs, trainable, line))
+        saved = [t.root for t in saved if t is not None]
+        if self.fused_attention:
+            saved = [t for t in saved if not is_score_matrix(t)]
+        self.ops.append(Op(name, saved, inputs, outputs, trainable, line))
 
     def compute_dtype(self, op: str, dtype: str) -> str:
         """The dtype autocast would compute `op` in, given an input of `dtype`."""
@@ -82,3 +88,10 @@ class Tape:
         if key not in self.cast_cache:
             self.cast_cache[key] = Tensor(param.shape, dtype, param.trainable)
         return self.cast_cache[key]
+
+
+def is_score_matrix(t: Tensor) -> bool:
+    """Attention scores or what is computed from them elementwise (scaled, masked,
+    softmaxed, dropped out): a fused attention kernel never materialises them. Marked by
+    `ops.matmul` on q @ k.transpose(...) and passed on to same-shaped results."""
+    return bool(getattr(t, "scores", False))

@@ -162,3 +162,24 @@ def torch_available() -> bool:
 
 
 
+
+
+def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> Any:
+    """An Estimate whose breakdown is the traced one, overheads added as the static path does."""
+    from tvis_tui.vram.estimate import ALLOCATOR_OVERHEAD, CUDA_CONTEXT, Estimate
+
+    result = trace(path, argv)
+    if result.error is not None:
+        raise TvisError(f"--trace: the script failed on fake tensors ({result.error}); "
+                        "the static estimate needs no --trace")
+    parts = dict(result.parts)
+    tensors = sum(parts.values())
+    on_cuda = static.settings.device == "cuda"
+    parts["cuda_context"] = CUDA_CONTEXT if on_cuda else 0
+    parts["allocator_overhead"] = int(tensors * ALLOCATOR_OVERHEAD) if on_cuda else 0
+    assumptions = ["traced: the script ran on fake tensors with CPU kernels for "
+                   f"{len(result.step_peaks)} step(s); the last step is reported"]
+    if on_cuda:
+        assumptions.append("CUDA context and allocator overhead estimated, not traced")
+    return Estimate(str(path), parts, "traced", static.read, assumptions, "exact (traced)",
+                    static.facts, static.settings)

@@ -1,0 +1,49 @@
+"""The VRAM verdict as `tvis check --gpu NAME` findings (rule TV900), one per training script.
+
+    vram_findings(["train.py"], "a100-40gb") -> [
+        {"path": "train.py", "line": 42, "column": 1, "rule": "TV900",
+         "severity": "error" | "warning" | "info", "category": "memory",
+         "message": "does not fit on NVIDIA A100 40GB: ..."},
+    ]
+
+Files without a model or a training step give no finding. An unknown GPU name raises
+TvisError with a one-line message. No torch import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from tvis_tui.vram.estimate import estimate
+from tvis_tui.vram.gpus import GIB, find_gpu
+from tvis_tui.vram.suggest import suggest
+from tvis_tui.vram.verdict import Verdict
+
+RULE = "TV900"
+SEVERITY = {"does not fit": "error", "tight": "warning", "fits": "info"}
+
+
+def vram_findings(paths: Iterable[str | Path], gpu: str) -> list[dict]:
+    target = find_gpu(gpu)
+    findings = []
+    for path in paths:
+        result = estimate(path)
+        facts = result.facts
+        if facts.model is None and not facts.optimizers and facts.settings.params is None:
+            continue
+        verdict = Verdict(target, result.peak_bytes)
+        message = (f"{verdict.word} on {target.name}: estimated peak "
+                   f"{result.peak_bytes / GIB:.1f} GiB of {target.usable_bytes / GIB:.1f} GiB "
+                   f"usable ({result.confidence} confidence)")
+        if not verdict.fits:
+            fixes = suggest(result, target.usable_bytes)
+            if fixes:
+                message += (f"; biggest saving: {fixes[0].change} (saves "
+                            f"{fixes[0].saves_bytes / GIB:.1f} GiB)")
+        findings.append({
+            "path": str(path), "line": facts.forward_line or facts.model_line or 1, "column": 1,
+            "rule": RULE, "severity": SEVERITY[verdict.word], "category": "memory",
+            "message": message,
+        })
+    return findings

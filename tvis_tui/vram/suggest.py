@@ -1,0 +1,167 @@
+"""Changes that lower the peak, each measured by re-estimating the script with it applied.
+
+When the script does not fit, changes are chosen greedily (the biggest saving first, each
+measured on top of the ones before) until it fits; when it fits, every applicable change is
+listed with its saving on the script as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+from tvis_tui.vram.estimate import Estimate, estimate
+from tvis_tui.vram.facts import Settings
+from tvis_tui.vram.verdict import FITS_FRACTION
+
+MIN_SAVING = 1 << 20
+"""Changes saving less than 1 MiB are not worth a line."""
+FSDP_GPUS = 8
+
+
+@dataclass
+class Suggestion:
+    change: str
+    saves_bytes: int
+    line: int
+    peak_after: int
+
+
+@dataclass
+class _Candidate:
+    key: str
+    describe: Callable[[Estimate], str]
+    settings: Callable[[Settings, Estimate], Settings | None]
+    line: Callable[[Estimate], int]
+
+
+def _replace(s: Settings, **changes: object) -> Settings:
+    return dataclasses.replace(s, **changes)
+
+
+def _mixed(s: Settings, e: Estimate) -> Settings | None:
+    f = e.facts
+    if f.autocast or f.param_dtype in ("float16", "bfloat16") or (s.dtype and s.dtype != "float32"):
+        return None
+    return _replace(s, dtype="amp-bf16")
+
+
+def _micro_batch(s: Settings, e: Estimate) -> Settings | None:
+    batch = e.facts.inputs[0].shape[0] if e.facts.inputs and e.facts.inputs[0].shape else 0
+    if batch < 2:
+        return None
+    accumulation = max(e.facts.accumulation, s.accumulation or 1) * 2
+    return _replace(s, batch_size=batch // 2, accumulation=accumulation)
+
+
+def _micro_text(e: Estimate) -> str:
+    batch = e.facts.inputs[0].shape[0]
+    accumulation = max(e.facts.accumulation, e.settings.accumulation or 1)
+    return (f"use micro-batches of {batch // 2} and accumulate gradients over "
+            f"{accumulation * 2} steps (same effective batch of {batch * accumulation})")
+
+
+def _checkpoint(s: Settings, e: Estimate) -> Settings | None:
+    if s.checkpoint or e.facts.checkpoint_line or not e.facts.repeated:
+        return None
+    return _replace(s, checkpoint=True)
+
+
+def _set_to_none(s: Settings, e: Estimate) -> Settings | None:
+    if e.facts.set_to_none or s.set_to_none:
+        return None
+    return _replace(s, set_to_none=True)
+
+
+def _eight_bit(s: Settings, e: Estimate) -> Settings | None:
+    key = (s.optimizer or (e.facts.optimizers[0].kind if e.facts.optimizers else "adamw")).lower()
+    if not key.startswith("adam") or "8bit" in key:
+        return None
+    return _replace(s, optimizer="adamw8bit")
+
+
+def _fused(s: Settings, e: Estimate) -> Settings | None:
+    from tvis_tui.vram.tape import is_score_matrix
+
+    if s.fused_attention or not any(is_score_matrix(t) for op in e.facts.snapshot or [] for t in op.saved):
+        return None
+    return _replace(s, fused_attention=True)
+
+
+def _fsdp(s: Settings, e: Estimate) -> Settings | None:
+    if s.shards > 1 or e.facts.sharding == "fsdp":
+        return None
+    return _replace(s, shards=FSDP_GPUS)
+
+
+def _score_line(e: Estimate) -> int:
+    from tvis_tui.vram.tape import is_score_matrix
+
+    return next((op.line for op in e.facts.snapshot or [] if op.name == "softmax" and any(
+        is_score_matrix(t) for t in op.saved)), e.facts.forward_line)
+
+
+CANDIDATES = (
+    _Candidate("mixed", lambda e: "train in bf16 mixed precision: wrap forward and loss in "
+               "`with torch.autocast('cuda', dtype=torch.bfloat16):`", _mixed,
+               lambda e: e.facts.forward_line),
+    _Candidate("fused", lambda e: "use fused attention: F.scaled_dot_product_attention(q, k, v, "
+               "is_causal=True) instead of softmax(q @ k.T)", _fused, _score_line),
+    _Candidate("checkpoint", lambda e: "checkpoint each repeated block: "
+               "x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) "
+               "(adds one recomputed forward)", _checkpoint,
+               lambda e: e.facts.model_line),
+    _Candidate("set_to_none", lambda e: "call zero_grad(set_to_none=True) so gradients are freed "
+               "between steps", _set_to_none, lambda e: e.facts.zero_grad_line),
+    _Candidate("8bit", lambda e: "use an 8-bit optimizer: bitsandbytes.optim.AdamW8bit(...)",
+               _eight_bit, lambda e: e.facts.optimizers[0].line if e.facts.optimizers else 0),
+    _Candidate("micro", _micro_text, _micro_batch, lambda e: e.facts.forward_line),
+    _Candidate("fsdp", lambda e: f"shard parameters, gradients and optimizer state with FSDP "
+               f"over {FSDP_GPUS} GPUs (figure per GPU)", _fsdp, lambda e: e.facts.model_line),
+)
+
+
+def suggest(base: Estimate, usable: int, max_rounds: int = 6) -> list[Suggestion]:
+    """Ordered changes with their savings; enough to fit `usable` bytes when any set can."""
+    if base.peak_bytes <= usable * FITS_FRACTION:
+        return _all_single(base)
+    out: list[Suggestion] = []
+    current = base
+    used: set[str] = set()
+    for _ in range(max_rounds):
+        best = None
+        for cand in CANDIDATES:
+            if cand.key in used and cand.key != "micro":
+                continue
+            tried = _try(cand, current)
+            if tried and (best is None or tried[1].peak_bytes < best[1].peak_bytes):
+                best = (cand, tried[1])
+        if best is None or current.peak_bytes - best[1].peak_bytes < MIN_SAVING:
+            break
+        cand, after = best
+        out.append(Suggestion(cand.describe(current), current.peak_bytes - after.peak_bytes,
+                              cand.line(current), after.peak_bytes))
+        used.add(cand.key)
+        current = after
+        if current.peak_bytes <= usable * FITS_FRACTION:
+            break
+    return out
+
+
+def _all_single(base: Estimate) -> list[Suggestion]:
+    found = []
+    for cand in CANDIDATES:
+        tried = _try(cand, base)
+        if tried and base.peak_bytes - tried[1].peak_bytes >= MIN_SAVING:
+            after = tried[1]
+            found.append(Suggestion(cand.describe(base), base.peak_bytes - after.peak_bytes,
+                                    cand.line(base), after.peak_bytes))
+    return sorted(found, key=lambda s: -s.saves_bytes)
+
+
+def _try(cand: _Candidate, current: Estimate) -> tuple[Settings, Estimate] | None:
+    settings = cand.settings(current.settings, current)
+    if settings is None:
+        return None
+    return settings, estimate(current.script, settings)
