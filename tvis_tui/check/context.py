@@ -112,6 +112,19 @@ class Context:
     def grad_resets(self, node: Node) -> list[Node]:
         return training.grad_resets(self.file, node)
 
+    def reaches(self, node: Node, direct: training.NodeTest) -> bool:
+        """Whether running `node` does what `direct(project, file, node)` looks for, in
+        `node` itself or in any checked-file function it calls (transitively)."""
+        return training.reaches(self.project, self.file, node, direct)
+
+    def runs_step(self, node: Node) -> bool:
+        """An optimizer step inside `node` or in a function it calls."""
+        return self.reaches(node, training.steps_directly)
+
+    def runs_grad_reset(self, node: Node) -> bool:
+        """A zero_grad / `p.grad = None` inside `node` or in a function it calls."""
+        return self.reaches(node, training.resets_directly)
+
     def loops_around(self, node: Node) -> list[Region]:
         return self.index.loops_around(node)
 

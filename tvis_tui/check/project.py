@@ -60,7 +60,8 @@ class Project:
                 self.classes.setdefault(region.name, []).append((fm, region))
             for region in fm.index.functions:
                 self.functions.setdefault(region.name, []).append(FunctionRef(fm, region))
-        self._trains: dict[int, bool] = {}
+        self.memo: dict = {}
+        """Answers of the analyses in training.py, keyed by (question, node id)."""
         self._callers: dict[int, list[tuple[FileModel, Call]]] | None = None
         self._subclass: dict[tuple[int, frozenset], bool] = {}
 

@@ -16,7 +16,7 @@ MAX_FILE_BYTES = 2_000_000
 """Files larger than this (bytes) are skipped: they are generated code, not training scripts,
 and parsing them would dominate the run time of a check."""
 
-_IGNORE = re.compile(r"#\s*tvis:\s*(ignore|ignore-file)(?:\[([A-Za-z0-9_,\s]*)\])?")
+_IGNORE = re.compile(r"#\s*tvis:\s*(ignore-file|ignore)\b(?:\[([A-Za-z0-9_,\s]*)\])?")
 
 
 @lru_cache(maxsize=1)

@@ -4,6 +4,7 @@ repeatedly, and where gradients are disabled — within a file and through the c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from tree_sitter import Node
 
@@ -61,32 +62,55 @@ def grad_resets(fm: FileModel, node: Node) -> list[Node]:
     return sorted(found, key=lambda n: n.start_byte)
 
 
-def function_trains(project: Project, ref: FunctionRef, depth: int = 0) -> bool:
-    """Whether running `ref` calls backward() or optimizer.step(), directly or via callees."""
-    key = id(ref.region.node)
-    if key in project._trains:
-        return project._trains[key]
-    project._trains[key] = False  # recursion guard
-    result = depth < MAX_DEPTH and _node_trains(project, ref.file, ref.region.node, depth)
-    project._trains[key] = result
-    return result
+NodeTest = Callable[[Project, FileModel, Node], bool]
 
 
-def _node_trains(project: Project, fm: FileModel, node: Node, depth: int) -> bool:
-    for call in fm.index.calls_in(node):
-        if is_backward(project, fm, call) or is_optimizer_step(project, fm, call):
-            return True
+def reaches(project: Project, fm: FileModel, node: Node, direct: NodeTest,
+            depth: int = 0) -> bool:
+    """Whether running `node` does what `direct` looks for, in `node` itself or in a
+    checked-file function it calls (transitively, memoised per test and function)."""
+    if direct(project, fm, node):
+        return True
+    if depth >= MAX_DEPTH:
+        return False
     for call in fm.index.calls_in(node):
         if call.name in project.functions or call.name in project.classes:
-            if any(function_trains(project, ref, depth + 1) for ref in project.callees(fm, call)):
-                return True
+            for ref in project.callees(fm, call):
+                if _function_reaches(project, ref, direct, depth + 1):
+                    return True
     return False
+
+
+def _function_reaches(project: Project, ref: FunctionRef, direct: NodeTest, depth: int) -> bool:
+    key = (direct, id(ref.region.node))
+    if key not in project.memo:
+        project.memo[key] = False  # recursion guard
+        project.memo[key] = reaches(project, ref.file, ref.region.node, direct, depth)
+    return project.memo[key]
+
+
+def trains_directly(project: Project, fm: FileModel, node: Node) -> bool:
+    return any(is_backward(project, fm, c) or is_optimizer_step(project, fm, c)
+               for c in fm.index.calls_in(node))
+
+
+def steps_directly(project: Project, fm: FileModel, node: Node) -> bool:
+    return any(is_optimizer_step(project, fm, c) for c in fm.index.calls_in(node))
+
+
+def resets_directly(project: Project, fm: FileModel, node: Node) -> bool:
+    return bool(grad_resets(fm, node))
+
+
+def function_trains(project: Project, ref: FunctionRef) -> bool:
+    """Whether running `ref` calls backward() or optimizer.step(), directly or via callees."""
+    return _function_reaches(project, ref, trains_directly, 0)
 
 
 def loop_trains(project: Project, fm: FileModel, loop: Region) -> bool:
     """Whether a loop's body runs backward() or an optimizer step (through calls too)."""
     body = loop.body
-    return body is not None and _node_trains(project, fm, body, 0)
+    return body is not None and reaches(project, fm, body, trains_directly)
 
 
 def training_loops(project: Project, fm: FileModel) -> list[Region]:

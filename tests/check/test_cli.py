@@ -1,0 +1,171 @@
+"""`tvis check` as a user runs it: output formats, options, exit codes, suppressions, config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tvis_tui.cli import main
+
+LEAKY = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    criterion = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for x, y in [(torch.randn(2, 4), torch.tensor([0, 1]))]:
+        opt.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+""")
+LEAK_LINE = 13
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(LEAKY)
+    return path
+
+
+def run(capsys, *argv):
+    code = main(["check", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_text_output_names_place_rule_and_underlines_source(script, capsys):
+    code, out, _ = run(capsys, script)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{script}:{LEAK_LINE}:5: TV001 [error] `loss` is kept")
+    assert lines[1] == "        losses.append(loss)"
+    assert lines[2] == "        " + "^" * len("losses.append(loss)")
+    assert lines[-1] == "1 finding in 1 file"
+
+
+def test_json_output_has_every_field(script, capsys):
+    code, out, _ = run(capsys, "--format", "json", script)
+    doc = json.loads(out)
+    (finding,) = doc["findings"]
+    assert code == 1 and finding == {
+        "path": str(script), "line": LEAK_LINE, "column": 5, "end_line": LEAK_LINE,
+        "end_column": 24, "rule": "TV001", "category": "memory leak", "severity": "error",
+        "message": finding["message"], "fix": finding["fix"]}
+    assert "item()" in finding["fix"]
+
+
+def test_sarif_output_is_sarif_2_1_0(script, capsys):
+    _, out, _ = run(capsys, "--format", "sarif", script)
+    doc = json.loads(out)
+    assert doc["version"] == "2.1.0" and doc["$schema"].endswith("sarif-2.1.0.json")
+    (sarif_run,) = doc["runs"]
+    driver = sarif_run["tool"]["driver"]
+    assert driver["name"] == "tvis"
+    ids = [rule["id"] for rule in driver["rules"]]
+    (result,) = sarif_run["results"]
+    assert result["ruleId"] == "TV001" and ids[result["ruleIndex"]] == "TV001"
+    assert result["level"] == "error"
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": LEAK_LINE, "startColumn": 5, "endLine": LEAK_LINE,
+                      "endColumn": 24}
+
+
+def test_clean_file_exits_zero(tmp_path, capsys):
+    path = tmp_path / "clean.py"
+    path.write_text(LEAKY.replace("losses.append(loss)", "losses.append(loss.item())"))
+    code, out, _ = run(capsys, path)
+    assert code == 0 and out.strip() == "0 findings in 1 file"
+
+
+def test_fail_on_threshold(script, capsys):
+    assert run(capsys, "--fail-on", "error", script)[0] == 1
+    assert run(capsys, "--fail-on", "error", "--ignore", "TV001", script)[0] == 0
+
+
+@pytest.mark.parametrize("argv", [["--fail-on", "fatal"], ["--select", "TV999"],
+                                  ["--explain", "TV999"], ["--format", "markdown"]])
+def test_usage_errors_exit_2_with_one_line(script, capsys, argv):
+    code, _, err = run(capsys, *argv, script)
+    assert code == 2 and err.startswith("tvis: error:") and err.count("\n") == 1
+
+
+def test_missing_path_is_usage_error(tmp_path, capsys):
+    code, _, err = run(capsys, tmp_path / "nope.py")
+    assert code == 2 and "no such file or folder" in err
+
+
+def test_select_and_ignore(script, capsys):
+    assert "TV001" not in run(capsys, "--select", "TV002", script)[1]
+    assert "TV001" in run(capsys, "--select", "TV0", script)[1]
+    assert "TV001" not in run(capsys, "--ignore", "tv001", script)[1]
+
+
+def test_line_and_file_suppressions(script, capsys):
+    script.write_text(LEAKY.replace("losses.append(loss)",
+                                    "losses.append(loss)  # tvis: ignore[TV001]"))
+    assert run(capsys, script)[0] == 0
+    script.write_text(LEAKY.replace("losses.append(loss)",
+                                    "losses.append(loss)  # tvis: ignore[TV002]"))
+    assert run(capsys, script)[0] == 1
+    script.write_text("# tvis: ignore-file[TV001]\n" + LEAKY)
+    assert run(capsys, script)[0] == 0
+
+
+def test_pyproject_config_selects_and_overrides_severity(script, tmp_path, capsys):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.tvis.check]\nseverity = { TV001 = "info" }\n')
+    code, out, _ = run(capsys, "--fail-on", "warning", script)
+    assert code == 0 and "TV001 [info]" in out
+    pyproject.write_text('[tool.tvis.check]\nignore = ["TV001"]\n')
+    assert run(capsys, script)[0] == 0
+    pyproject.write_text('[tool.tvis.check]\nselct = ["TV001"]\n')
+    code, _, err = run(capsys, script)
+    assert code == 2 and "unknown key 'selct'" in err
+
+
+def test_bad_files_get_one_line_each_and_the_rest_is_checked(script, tmp_path, capsys):
+    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "latin1.py").write_bytes("x = 'caf\xe9'\n".encode("latin-1"))
+    (tmp_path / "huge.py").write_bytes(b"x = 1\n" * 400_000)
+    code, out, _ = run(capsys, tmp_path)
+    assert code == 1
+    assert f"{tmp_path / 'broken.py'}:1:" in out and "syntax error" in out
+    assert "latin1.py:1:1: E000 not UTF-8" in out
+    assert "huge.py:1:1: E000 skipped" in out
+    assert "TV001" in out and out.splitlines()[-1].endswith("3 files could not be checked")
+
+
+def test_list_rules_and_explain(capsys):
+    code, out, _ = run(capsys, "--list-rules")
+    assert code == 0 and "TV001" in out and "memory leak" in out
+    code, out, _ = run(capsys, "--explain", "tv001")
+    assert code == 0 and out.startswith("TV001: ")
+    for section in ("What it does:", "Why is this bad:", "Example:", "Use instead:",
+                    "Known limits:"):
+        assert section in out
+
+
+def test_gpu_option_without_estimator_says_unavailable(script, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tvis_tui.vram.check_hook", None)
+    code, _, err = run(capsys, "--gpu", "a100-40gb", script)
+    assert code == 2 and "--gpu is unavailable" in err
+
+
+def test_check_runs_with_torch_unimportable(script):
+    """`tvis check` must never import torch: here importing it raises."""
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from tvis_tui.cli import main\n"
+            f"sys.exit(main(['check', '--format', 'json', {str(script)!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["findings"][0]["rule"] == "TV001"

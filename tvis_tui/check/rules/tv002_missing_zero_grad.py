@@ -1,0 +1,90 @@
+"""TV002: backward() in a training loop whose gradients are never reset."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from tvis_tui.check.context import Context
+from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.index import Call, Region
+from tvis_tui.check.rule import Rule
+
+
+class MissingZeroGrad(Rule):
+    """Gradients are never reset in the loop that steps the optimizer.
+
+    What it does:
+        Finds a `backward()` call whose optimizer step runs in a loop where no gradient
+        reset happens: no `optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None` or
+        `p.grad.zero_()`, neither in the loop nor in a function it calls.
+    Why is this bad:
+        `backward()` adds into `.grad`. Without a reset, every step applies the sum of all
+        gradients so far: the effective learning rate grows with each step and training
+        diverges or stalls, with no error.
+    Example:
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+    Use instead:
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=True)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+    Known limits:
+        The reset may be anywhere in the stepping loop (top, bottom, or inside an
+        accumulation `if`). Loops that never step an optimizer (computing saliency maps)
+        are not reported. Frameworks that zero gradients for you (Lightning's
+        `training_step`) are not reported.
+    """
+
+    id = "TV002"
+    title = "backward() in a loop with no zero_grad()"
+    severity = Severity.ERROR
+    category = Category.CONVERGENCE
+    fix = "call optimizer.zero_grad(set_to_none=True) once per optimizer step"
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in ctx.calls_named("backward", "manual_backward"):
+            if ctx.is_backward(call) and _unreset(ctx, call):
+                yield ctx.finding(call.node, "gradients accumulate across steps: no "
+                                             "zero_grad() in the loop that runs "
+                                             "optimizer.step()")
+
+
+def _unreset(ctx: Context, call: Call) -> bool:
+    """Whether the loop that steps after this backward never resets gradients."""
+    loops = ctx.loops_around(call.node)
+    if loops:
+        return _stepping_loop_unreset(ctx, loops)
+    function = ctx.function_of(call.node)
+    if function.kind != "function" or ctx.runs_grad_reset(function.node):
+        return False
+    repeats = ctx.repeats(call.node)
+    if not repeats or any(r.loop is None for r in repeats):
+        return False
+    for r in repeats:
+        other = Context(ctx.project, r.file, ctx.rule)
+        if _stepping_loop_unreset(other, [r.loop, *_outer(r.loop)]):
+            return True
+    return False
+
+
+def _outer(loop: Region) -> list[Region]:
+    found = []
+    region = loop.parent
+    while region is not None and region.kind not in ("function", "class", "module"):
+        if region.kind in ("for", "while"):
+            found.append(region)
+        region = region.parent
+    return found
+
+
+def _stepping_loop_unreset(ctx: Context, loops: list[Region]) -> bool:
+    """The innermost of `loops` that runs an optimizer step must also reset gradients."""
+    for loop in loops:
+        body = loop.body
+        if body is not None and ctx.runs_step(body):
+            return not ctx.runs_grad_reset(body)
+    return False
