@@ -10,6 +10,8 @@ the run's "warnings" and training goes on.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import sys
 import threading
@@ -17,6 +19,7 @@ import time
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 import torch.optim.optimizer as optimizer_module
 import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
@@ -29,6 +32,17 @@ from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.store.writer import RunWriter
+
+
+LOSS_FUNCTIONS = (
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+    "gaussian_nll_loss", "ctc_loss", "margin_ranking_loss", "hinge_embedding_loss",
+    "soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
+    "multilabel_soft_margin_loss", "cosine_embedding_loss", "triplet_margin_loss",
+)
+"""torch.nn.functional losses recorded as calls of the "loss" phase (the loss modules
+call them too; inside a loss module they are not recorded twice)."""
 
 
 class StopRecording(BaseException):
@@ -70,6 +84,9 @@ class Recorder:
         self._wrap(torch.autograd, "backward", self._backward)
         self._wrap(dataloader_module._BaseDataLoaderIter, "__next__", self._next_batch)
         self._wrap(torch.optim.Optimizer, "__init__", self._optimizer_init)
+        for name in LOSS_FUNCTIONS:
+            if hasattr(F, name):
+                self._wrap(F, name, functools.partial(self._loss_function, f"F.{name}"))
 
     def _wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> None:
         original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
@@ -213,7 +230,7 @@ class Recorder:
     # -- backward ------------------------------------------------------------------------
 
     def _backward(self, original: Callable[..., Any], tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        if not self._active():
+        if torch.compiler.is_compiling() or not self._active():
             return original(tensors, *args, **kwargs)
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
         try:
@@ -249,7 +266,7 @@ class Recorder:
     # -- data ----------------------------------------------------------------------------
 
     def _next_batch(self, original: Callable[..., Any], iterator: Any) -> Any:
-        if not self._active():
+        if torch.compiler.is_compiling() or not self._active():
             return original(iterator)
         call = self._guard(self._open_batch, iterator, sys._getframe(2))
         try:
@@ -279,3 +296,31 @@ class Recorder:
             self.log.close(call, ended, extra={"exhausted": True})
         else:
             self.log.close(call, ended, leaves(batch, "batch"))
+
+    # -- functional losses ---------------------------------------------------------------
+
+    def _loss_function(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        stack = self.log.stack
+        inside_loss_module = bool(stack) and stack[-1].record.phase == "loss"
+        if torch.compiler.is_compiling() or not self._active() or inside_loss_module:
+            return original(*args, **kwargs)
+        call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
+        try:
+            result = original(*args, **kwargs)
+        except Exception as exc:
+            if call is not None:
+                self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
+            raise
+        if call is not None:
+            self._guard(self._close_function, call, time.perf_counter_ns(), result)
+        return result
+
+    def _open_function(self, name: str, fn: Any, args: tuple, kwargs: dict, frame: Any) -> OpenCall:
+        inputs = itertools.chain(leaves(args, "args"), leaves(kwargs, "kwargs"))
+        return self.log.open(kind="function", name=name, type_="function", phase="loss",
+                             owner=id(fn), call_site=self.sites.call_site(frame),
+                             def_site=self.sites.def_site(type(fn), "__call__", fn), inputs=inputs)
+
+    def _close_function(self, call: OpenCall, ended: int, result: Any) -> None:
+        if self.log.pop(call.owner) is not None:
+            self.log.close(call, ended, leaves(result, "out"))

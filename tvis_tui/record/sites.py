@@ -32,7 +32,7 @@ class Sites:
         })
         self._user: dict[str, str | None] = {}
         self._on_new_user_file = on_new_user_file
-        self._def_sites: dict[type, Site | None] = {}
+        self._def_sites: dict[Any, Site | None] = {}
 
     def user_path(self, filename: str) -> str | None:
         """The absolute path of `filename` if it is a user file, else None (cached)."""
@@ -60,17 +60,19 @@ class Sites:
             frame = frame.f_back
         return None
 
-    def def_site(self, cls: type, attr: str = "forward") -> Site | None:
+    def def_site(self, cls: type, attr: str = "forward", fn: Any = None) -> Site | None:
+        """Where `cls.attr` is defined (or the function `fn`, when given)."""
+        key = fn if fn is not None else cls
         try:
-            return self._def_sites[cls]
+            return self._def_sites[key]
         except KeyError:
             pass
-        code = _code_of(getattr(cls, attr, None))
+        code = _code_of(fn if fn is not None else getattr(cls, attr, None))
         site = None
         if code is not None:
             self.user_path(code.co_filename)
             site = Site(os.path.abspath(code.co_filename), code.co_firstlineno)
-        self._def_sites[cls] = site
+        self._def_sites[key] = site
         return site
 
     def user_location(self, tb: Any) -> Site | None:

@@ -110,11 +110,12 @@ class StepTracker:
             self._reset(now)
 
     def finish(self) -> int:
-        """Close a step the script left unfinished; returns the number of steps written."""
+        """Close a step the script left unfinished (written with complete=False);
+        returns the number of complete steps."""
+        complete = self.step - 1
         if self._first is not None:
-            rule = "optimizer" if len(self.optimizers) else "backward"
-            self.end(rule, complete=False)
-        return self.step - 1
+            self.end(self.rule, complete=False)
+        return complete
 
     @property
     def rule(self) -> str:
