@@ -132,3 +132,22 @@ def test_new_run_path_is_unique(tmp_path):
     first = new_run_path(tmp_path, "train.py", name="x")
     first.mkdir()
     assert new_run_path(tmp_path, "train.py", name="x").name == "x-2"
+
+
+def test_nearest_sibling_nonfinite_and_line_lookups(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        w.put_call(_call(1, name="model"))
+        for seq in (2, 3, 4):
+            w.put_call(_call(seq, parent=1, depth=1, name=f"model.l{seq}", line=20,
+                             nonfinite_output=seq != 3))
+        w.put_call(_call(5, name="loss", line=30))
+    r = RunReader(tmp_path / "run")
+    assert r.sibling(3, 1) == 4 and r.sibling(3, 1, forward=False) == 2
+    assert r.sibling(4, 1) is None and r.sibling(2, 1, forward=False) is None
+    assert r.sibling(1, 0) == 5 and r.sibling(5, 0, forward=False) == 1
+    assert r.nonfinite_near(2) == 4 and r.nonfinite_near(4, forward=False) == 2
+    assert r.nonfinite_near(4) is None and r.nonfinite_near(2, forward=False) is None
+    assert r.call_at_line_near("/src/train.py", 20, 2) == 3
+    assert r.call_at_line_near("/src/train.py", 20, 5, forward=False) == 4
+    assert r.call_at_line_near("/src/train.py", 20, 4) is None
+    assert r.call_at_line_near("/elsewhere.py", 20, 0) is None

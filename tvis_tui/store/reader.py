@@ -177,6 +177,42 @@ class RunReader:
         """Calls whose outputs hold NaN or Inf, in order."""
         return [codec.from_u64(k) for k, _ in self.scan(layout.NONFINITE)]
 
+    # -- nearest neighbours (the viewer's stepping: constant work, whatever the run size) --
+
+    def sibling(self, seq: int, parent: int, *, forward: bool = True) -> int | None:
+        """The next (or previous) call made directly inside `parent` after (before) `seq`."""
+        if forward:
+            start, stop = codec.child_key(parent, seq + 1), codec.child_key(parent + 1, 0)
+        else:
+            start, stop = codec.child_key(parent, 0), codec.child_key(parent, seq)
+        for key, _ in self.scan(layout.CHILDREN, start, stop, reverse=not forward):
+            return codec.parse_child_key(key)[1]
+        return None
+
+    def nonfinite_near(self, seq: int, *, forward: bool = True) -> int | None:
+        """The first call after (or last before) `seq` whose outputs hold NaN or Inf."""
+        if forward:
+            keys = self.scan(layout.NONFINITE, codec.u64(seq + 1))
+        else:
+            keys = self.scan(layout.NONFINITE, codec.u64(0), codec.u64(seq), reverse=True)
+        for key, _ in keys:
+            return codec.from_u64(key)
+        return None
+
+    def call_at_line_near(self, file: str, line: int, seq: int, *, forward: bool = True) -> int | None:
+        """The first call after (or last before) `seq` made from `file:line`."""
+        fid = next((codec.from_u32(k) for k, v in self.scan(layout.FILES) if v.decode() == file), None)
+        if fid is None:
+            return None
+        if forward:
+            keys = self.scan(layout.SITES, codec.site_key(fid, line, seq + 1), codec.site_key(fid, line + 1, 0))
+        else:
+            keys = self.scan(layout.SITES, codec.site_key(fid, line, 0), codec.site_key(fid, line, seq),
+                             reverse=True)
+        for key, _ in keys:
+            return codec.parse_site_key(key)[2]
+        return None
+
     # -- slots and values ----------------------------------------------------------------
 
     def slots(self, seq: int, role: str | None = None) -> list[Slot]:

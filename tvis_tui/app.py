@@ -1,0 +1,58 @@
+"""The tvis viewer: a run picker over a folder of runs, or the debugger over one run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+
+from tvis_tui.errors import TvisError
+from tvis_tui.store import RunReader
+from tvis_tui.store.runs import RunSummary, find_runs, is_run
+
+
+class TvisApp(App[None]):
+    CSS_PATH = "tvis.tcss"
+    TITLE = "tvis"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [Binding("q,ctrl+q", "quit", "Quit", show=True)]
+
+    def __init__(self, target: Path, *, runs: list[RunSummary] | None = None, start: int | None = None) -> None:
+        super().__init__()
+        self.target = target
+        self.runs = runs
+        self.start = start
+
+    def on_mount(self) -> None:
+        if self.runs is not None:
+            from tvis_tui.screens.run_picker import RunPickerScreen
+
+            self.push_screen(RunPickerScreen(self.target, self.runs))
+        else:
+            self.open_run(self.target, start=self.start)
+
+    def open_run(self, path: Path, *, start: int | None = None) -> None:
+        from tvis_tui.screens.debugger import DebuggerScreen
+
+        try:
+            reader = RunReader(path)
+        except TvisError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.push_screen(DebuggerScreen(reader, start=start))
+
+
+def make_app(path: str | Path, *, start: int | None = None) -> TvisApp:
+    """The app for `path`, a run or a folder of runs. Raises TvisError (one line) for a path
+    that is neither, before any terminal setup happens."""
+    target = Path(path)
+    if not target.exists():
+        raise TvisError(f"{target}: no such run or folder")
+    if is_run(target):
+        RunReader(target).close()
+        return TvisApp(target, start=start)
+    runs = find_runs(target)
+    if not runs:
+        raise TvisError(f"{target}: no tvis runs here (record one with `tvis run`)")
+    return TvisApp(target, runs=runs)

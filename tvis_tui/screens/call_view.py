@@ -1,0 +1,62 @@
+"""Reading everything the panes show about one call (runs in a worker thread)."""
+
+from __future__ import annotations
+
+from tvis_tui.messages import CallLoaded
+from tvis_tui.screens.stepping import Stepper
+from tvis_tui.store import CallRecord
+from tvis_tui.widgets.call_rows import CallRows
+from tvis_tui.widgets.format import shape
+
+NEARBY_CALLS = 64
+"""Sibling calls read around the current one to label source lines with shapes."""
+
+
+class CallViewLoader:
+    """Builds `CallLoaded` messages; caches source snapshots by path."""
+
+    def __init__(self, stepper: Stepper, rows: CallRows) -> None:
+        self.stepper = stepper
+        self.reader = stepper.reader
+        self.rows = rows
+        self._sources: dict[str, str | None] = {}
+
+    def source(self, path: str) -> str | None:
+        if path not in self._sources:
+            self._sources[path] = self.reader.source(path)
+        return self._sources[path]
+
+    def load(self, seq: int, *, reveal: bool = True) -> CallLoaded | None:
+        call = self.stepper.call(seq)
+        if call is None:
+            return None
+        site = call.call_site
+        row = self.rows.reveal(seq) if reveal else None
+        return CallLoaded(
+            seq=seq,
+            call=call,
+            slots=self.reader.slots(seq),
+            source=self.source(site.file) if site else None,
+            step=self.reader.step(call.step),
+            total=self.stepper.total,
+            rows=self.rows.rows,
+            row=row,
+            line_shapes=self.line_shapes(call),
+        )
+
+    def line_shapes(self, call: CallRecord) -> dict[int, str]:
+        """Output shapes of the calls made around this one from the same file, by line:
+        what each line of the caller produced in this pass."""
+        site = call.call_site
+        if site is None:
+            return {}
+        after = max(call.parent, call.seq - NEARBY_CALLS // 2)
+        shapes: dict[int, str] = {}
+        for seq in self.reader.children(call.parent, after=after - 1, limit=NEARBY_CALLS):
+            near = self.stepper.call(seq)
+            if near is None or near.call_site is None or near.call_site.file != site.file:
+                continue
+            outputs = [s for s in self.reader.slots(seq, "output") if s.is_tensor]
+            if outputs:
+                shapes[near.call_site.line] = " ".join(shape(s.shape) for s in outputs[:2])
+        return shapes

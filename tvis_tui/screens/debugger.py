@@ -1,0 +1,215 @@
+"""The debugger screen: call tree, source, inspector and status line over one run.
+
+One reactive, `seq`, holds the current call. Stepping only changes it; `watch_seq` starts
+a worker that reads the call from the store and posts `CallLoaded`, which every pane draws.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+from tvis_tui.messages import CallLoaded, JumpFound, RowsChanged, ValuesRequested
+from tvis_tui.screens.call_view import CallViewLoader
+from tvis_tui.screens.stepping import Stepper
+from tvis_tui.screens.stepping_keys import STEPPING_BINDINGS, SteppingActions
+from tvis_tui.store import RunReader
+from tvis_tui.store.runs import run_status
+from tvis_tui.widgets.call_rows import CallRows
+from tvis_tui.widgets.call_tree import CallTree
+from tvis_tui.widgets.inspector import Inspector
+from tvis_tui.widgets.source_pane import SourcePane
+from tvis_tui.widgets.status_line import StatusLine
+
+HISTORY_LIMIT = 200
+
+
+class DebuggerScreen(SteppingActions, Screen):
+    BINDINGS = [
+        *STEPPING_BINDINGS,
+        Binding("v", "values", "Values of the selected tensor", show=False),
+        Binding("escape", "close", "Back to the run list", show=False),
+    ]
+
+    seq = reactive(0, init=False)
+
+    def __init__(self, reader: RunReader, *, start: int | None = None) -> None:
+        super().__init__()
+        self.reader = reader
+        self.stepper = Stepper(reader)
+        self.rows = CallRows(self.stepper)
+        self.loader = CallViewLoader(self.stepper, self.rows)
+        self.status = run_status(reader.meta())
+        self.start = start
+        self.history: list[int] = []
+        self.future: list[int] = []
+        self._reveal = True
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="panes"):
+            yield CallTree(id="tree")
+            with Vertical(id="right"):
+                yield SourcePane(id="source")
+                yield Inspector(id="inspector")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(CallTree).border_title = self.reader.path.name
+        self.query_one(Inspector).border_title = "inspector"
+        self.query_one(CallTree).focus()
+        if self.stepper.total == 0:
+            self.query_one(StatusLine).update(f"{self.reader.path.name}: no calls recorded yet (ctrl+r reloads)")
+            return
+        self.open_at_start()
+
+    @work(thread=True, exclusive=True, group="open")
+    def open_at_start(self) -> None:
+        start = self.start
+        if start is None and self.status == "crashed":
+            start = self.stepper.failure()
+        self.app.call_from_thread(setattr, self, "seq", start or 1)
+
+    # -- moving ----------------------------------------------------------------------------
+
+    def move(self, target: int | None, what: str) -> None:
+        if target is None:
+            self.app.bell()
+            self.notify(f"no {what}", timeout=2)
+        else:
+            self.seq = target
+
+    def jump(self, target: int | None, what: str) -> None:
+        """A move that goes on the back/forward history."""
+        if target is not None and target != self.seq:
+            self.history = [*self.history[-HISTORY_LIMIT:], self.seq]
+            self.future = []
+        self.move(target, what)
+
+    def watch_seq(self, seq: int) -> None:
+        reveal, self._reveal = self._reveal, True
+        self.load(seq, reveal)
+
+    @work(thread=True, exclusive=True, group="load")
+    def load(self, seq: int, reveal: bool) -> None:
+        message = self.loader.load(seq, reveal=reveal)
+        if message is not None and not get_current_worker().is_cancelled:
+            self.post_message(message)
+
+    def on_call_loaded(self, message: CallLoaded) -> None:
+        if message.seq != self.seq:
+            return
+        call = message.call
+        if message.row is not None:
+            self.query_one(CallTree).show(message.rows, message.row)
+        site = call.call_site
+        self.query_one(SourcePane).show(site.file if site else "", message.source, site.line if site else 0,
+                                        message.line_shapes)
+        self.query_one(Inspector).show(message.seq, message.slots)
+        self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, self.status)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out moves that cannot go anywhere from here."""
+        if action in ("back_into",) and self.seq <= 1:
+            return None
+        if action == "into" and self.seq >= self.stepper.total:
+            return None
+        if action == "failure" and self.status != "crashed":
+            return None
+        if action == "history":
+            return bool(self.history if parameters[0] == -1 else self.future) or None
+        return True
+
+    # -- the tree --------------------------------------------------------------------------
+
+    def on_call_tree_row_chosen(self, message: CallTree.RowChosen) -> None:
+        if message.seq != self.seq:
+            self._reveal = False
+            self.seq = message.seq
+
+    def on_call_tree_toggle_requested(self, message: CallTree.ToggleRequested) -> None:
+        self.toggle_row(message.index, message.expand)
+
+    @work(thread=True, exclusive=True, group="tree")
+    def toggle_row(self, index: int, expand: bool) -> None:
+        (self.rows.expand if expand else self.rows.collapse)(index)
+        self.post_message(RowsChanged(self.rows.rows, index))
+
+    def on_rows_changed(self, message: RowsChanged) -> None:
+        self.query_one(CallTree).show(message.rows, min(message.cursor, len(message.rows) - 1))
+
+    # -- slower jumps (workers) ------------------------------------------------------------
+
+    def action_failure(self) -> None:
+        self.find(lambda: self.stepper.failure(), "call that raised")
+
+    def action_to_line(self, forward: bool) -> None:
+        pane = self.query_one(SourcePane)
+        if not pane.path:
+            self.move(None, "source line here")
+            return
+        line, seq = pane.cursor_line, self.seq
+        self.find(lambda: self.stepper.at_line(pane.path, line, seq, forward=forward),
+                  f"{'later' if forward else 'earlier'} call from line {line}")
+
+    def action_search_again(self, forward: bool) -> None:
+        if not self.search_text:
+            self.action_search()
+            return
+        text, seq = self.search_text, self.seq
+        self.find(lambda: self.stepper.search(text, seq, forward=forward), f"call matching {text!r}")
+
+    @work(thread=True, exclusive=True, group="find")
+    def find(self, search, what: str) -> None:
+        self.post_message(JumpFound(search(), what))
+
+    def on_jump_found(self, message: JumpFound) -> None:
+        self.jump(message.seq, message.what)
+
+    def action_history(self, direction: int) -> None:
+        source, target = (self.history, self.future) if direction < 0 else (self.future, self.history)
+        if not source:
+            self.move(None, "place to go " + ("back to" if direction < 0 else "forward to"))
+            return
+        target.append(self.seq)
+        self.seq = source.pop()
+
+    # -- everything else -------------------------------------------------------------------
+
+    def action_refresh(self) -> None:
+        self.reload()
+
+    @work(thread=True, exclusive=True, group="load")
+    def reload(self) -> None:
+        self.stepper.refresh()
+        self.rows.reload()
+        self.status = run_status(self.reader.meta())
+        message = self.loader.load(max(1, min(self.seq, self.stepper.total)))
+        if message is not None:
+            self.post_message(message)
+        self.app.call_from_thread(self.notify, f"reloaded: {self.stepper.total:,} calls", timeout=2)
+
+    def action_help(self) -> None:
+        from tvis_tui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen())
+
+    def action_values(self) -> None:
+        inspector = self.query_one(Inspector)
+        if inspector.slots and inspector.cursor_row < len(inspector.slots):
+            inspector.action_select_cursor()
+
+    def on_values_requested(self, message: ValuesRequested) -> None:
+        from tvis_tui.screens.values import ValuesScreen
+
+        self.app.push_screen(ValuesScreen(self.reader, message.seq, message.slot))
+
+    def action_close(self) -> None:
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()

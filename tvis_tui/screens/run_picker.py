@@ -1,0 +1,77 @@
+"""The run picker: the runs in a folder, newest first; Enter opens one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from tvis_tui.errors import TvisError
+from tvis_tui.store.listing import human_bytes
+from tvis_tui.store.runs import RunSummary, find_runs
+
+STATUS_STYLES = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan"}
+
+
+class RunPickerScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open", "Open the selected run", show=True),
+        Binding("ctrl+r", "refresh", "Reload the list of runs", show=True),
+    ]
+
+    def __init__(self, folder: Path, runs: list[RunSummary]) -> None:
+        super().__init__()
+        self.folder = folder
+        self.runs = runs
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"runs in {self.folder}", style="bold"), id="picker-title")
+        yield DataTable(id="runs", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("run", "script", "started", "steps", "calls", "size", "status")
+        self._fill()
+        table.focus()
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        for run in self.runs:
+            table.add_row(
+                Text(run.path.name), Text(Path(run.script).name), Text(run.started.replace("T", " ")[:19]),
+                Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"),
+                Text(human_bytes(run.size_bytes), justify="right"),
+                Text(run.status, style=STATUS_STYLES.get(run.status, "")),
+            )
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_open(self) -> None:
+        row = self.query_one(DataTable).cursor_row
+        if 0 <= row < len(self.runs):
+            self.app.open_run(self.runs[row].path)  # type: ignore[attr-defined]
+
+    def action_refresh(self) -> None:
+        self.reload()
+
+    @work(thread=True, exclusive=True)
+    def reload(self) -> None:
+        try:
+            runs = find_runs(self.folder)
+        except TvisError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.app.call_from_thread(self._reloaded, runs)
+
+    def _reloaded(self, runs: list[RunSummary]) -> None:
+        self.runs = runs
+        self._fill()

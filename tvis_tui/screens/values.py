@@ -1,0 +1,102 @@
+"""The values view: one tensor's stored values, any dimension sliced, paged."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tvis_tui.screens.prompt import PromptScreen
+from tvis_tui.store import RunReader, Slot
+from tvis_tui.widgets.format import shape
+from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index, parse_index
+
+
+class ValuesScreen(Screen):
+    BINDINGS = [
+        Binding("i,colon", "index", "Slice: choose the index of each dimension…", show=True),
+        Binding("plus,equals_sign", "shift(1)", "Next index along the first indexed dimension", show=True),
+        Binding("minus", "shift(-1)", "Previous index along the first indexed dimension", show=True),
+        Binding("escape,q", "close", "Back to the debugger", show=True),
+    ]
+
+    def __init__(self, reader: RunReader, seq: int, slot: Slot) -> None:
+        super().__init__()
+        self.reader, self.seq, self.slot = reader, seq, slot
+        self.array: np.ndarray | None = None
+        self.index = default_index(len(slot.shape or ()))
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="values-title")
+        yield ValuesGrid(id="values")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(ValuesGrid).focus()
+        self.load()
+
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        array = self.reader.values(self.seq, self.slot)
+        self.app.call_from_thread(self._loaded, array)
+
+    def _loaded(self, array: np.ndarray | None) -> None:
+        if array is None:
+            self.query_one("#values-title", Static).update(Text("values were not stored", style="bold red"))
+            return
+        self.array = array
+        self._draw()
+
+    def _draw(self) -> None:
+        assert self.array is not None
+        view = self.array[self.index]
+        title = Text(f"call #{self.seq}  {self.slot.role} {self.slot.path}  ", style="bold")
+        title.append(f"{self.slot.dtype} {shape(self.slot.shape)}  ")
+        title.append(format_index(self.index, self.array.ndim), style="bold cyan")
+        title.append(f"  → {shape(view.shape)}", style="dim")
+        self.query_one("#values-title", Static).update(title)
+        self.query_one(ValuesGrid).show(view)
+
+    def action_index(self) -> None:
+        if self.array is None:
+            return
+        ndim = self.array.ndim
+
+        def done(text: str | None) -> None:
+            if text is None or self.array is None:
+                return
+            try:
+                index = parse_index(text, ndim)
+                view = self.array[index]
+            except (ValueError, IndexError) as exc:
+                self.notify(str(exc).splitlines()[0], severity="error")
+                return
+            if view.ndim > 2:
+                self.notify(f"the view shows 2 dimensions at most; this slice has {view.ndim}", severity="error")
+                return
+            self.index = index
+            self._draw()
+
+        current = format_index(self.index, ndim)[1:-1]
+        self.app.push_screen(PromptScreen(f"Index for {shape(self.slot.shape)} (e.g. 0, :, 2:8):", current), done)
+
+    def action_shift(self, delta: int) -> None:
+        """Step the first integer index, so +/- walks through channels or batch items."""
+        if self.array is None:
+            return
+        for dim, item in enumerate(self.index):
+            if isinstance(item, int):
+                size = self.array.shape[dim]
+                index = list(self.index)
+                index[dim] = (item + delta) % size
+                self.index = tuple(index)
+                self._draw()
+                return
+        self.app.bell()
+
+    def action_close(self) -> None:
+        self.dismiss()

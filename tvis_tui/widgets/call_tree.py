@@ -1,0 +1,147 @@
+"""The call tree: a Line-API view over `CallRows`, drawing only the visible rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from tvis_tui.widgets.call_rows import Row
+from tvis_tui.widgets.format import duration, phase_style
+
+
+def row_label(row: Row) -> Text:
+    """What a row says: a glyph for its state, then what it stands for."""
+    glyph = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
+    text = Text("  " * row.depth + glyph, no_wrap=True, overflow="ellipsis")
+    kind = row.key[0]
+    if kind == "step":
+        text.append(f"step {row.key[1]}", style="bold")
+        if row.loss is not None:
+            text.append(f"  loss {row.loss:.4g}", style="dim")
+    elif kind == "phase" and row.span is not None:
+        text.append(row.span.phase, style=phase_style(row.span.phase))
+        text.append(f"  #{row.span.first_seq}-{row.span.last_seq}", style="dim")
+    elif kind == "more":
+        text.append("… more calls (enter)", style="dim italic")
+    elif row.call is not None:
+        call = row.call
+        text.append(call.name or call.type, style="bold red" if call.error else "")
+        if call.type and call.type != call.name:
+            text.append(f" {call.type}", style="dim")
+        if call.nonfinite_output:
+            text.append(" NaN", style="bold red")
+        text.append(f"  {duration(call.duration_ns)}", style="dim")
+    return text
+
+
+class CallTree(ScrollView, can_focus=True):
+    """Steps, phases and calls. Moving the cursor asks the screen to select that call."""
+
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "jump_row(0)", "First row", show=False),
+        Binding("end", "jump_row(-1)", "Last row", show=False),
+        Binding("enter,space", "toggle", "Expand/collapse", show=False),
+        Binding("right,l", "expand", "Expand", show=False),
+        Binding("left,h", "collapse", "Collapse or go to parent row", show=False),
+    ]
+
+    cursor = reactive(0, always_update=True)
+
+    @dataclass
+    class RowChosen(Message):
+        """The user put the cursor on a row that stands for call `seq`."""
+
+        seq: int
+
+    @dataclass
+    class ToggleRequested(Message):
+        """Expand (or collapse) row `index`: the screen does the store reads in a worker."""
+
+        index: int
+        expand: bool
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: tuple[Row, ...] = ()
+
+    def show(self, rows: tuple[Row, ...], cursor: int | None) -> None:
+        """Draw `rows`, with the cursor on row `cursor` (kept in view)."""
+        self.rows = rows
+        self.virtual_size = Size(0, len(rows))
+        if cursor is not None:
+            self.set_reactive(CallTree.cursor, cursor)
+            self._scroll_cursor_into_view()
+        self.refresh()
+
+    def _scroll_cursor_into_view(self) -> None:
+        height = max(1, self.scrollable_content_region.height)
+        top = int(self.scroll_y)
+        if self.cursor < top or self.cursor >= top + height:
+            self.scroll_to(y=max(0, self.cursor - height // 3), animate=False, immediate=True)
+
+    def render_line(self, y: int) -> Strip:
+        index = int(self.scroll_y) + y
+        width = self.scrollable_content_region.width
+        if index >= len(self.rows):
+            return Strip.blank(width, self.rich_style)
+        # The cursor is a glyph as well as a colour, so it shows with NO_COLOR too.
+        label = Text("▶" if index == self.cursor else " ", style="bold") + row_label(self.rows[index])
+        label.truncate(width, pad=True)
+        if index == self.cursor:
+            label.stylize(self.get_component_rich_style("call-tree--cursor"))
+        segments = Segment.apply_style(label.render(self.app.console), self.rich_style)
+        return Strip(segments, width).crop(0, width)
+
+    COMPONENT_CLASSES = {"call-tree--cursor"}
+
+    def watch_cursor(self, cursor: int) -> None:
+        if not self.rows:
+            return
+        self._scroll_cursor_into_view()
+        self.refresh()
+        seq = self.rows[cursor].seq
+        if seq is not None:
+            self.post_message(self.RowChosen(seq))
+
+    def action_cursor(self, delta: int) -> None:
+        if self.rows:
+            self.cursor = max(0, min(len(self.rows) - 1, self.cursor + delta))
+
+    def action_page(self, direction: int) -> None:
+        self.action_cursor(direction * max(1, self.scrollable_content_region.height - 1))
+
+    def action_jump_row(self, index: int) -> None:
+        if self.rows:
+            self.cursor = index % len(self.rows)
+
+    def action_toggle(self) -> None:
+        if self.rows:
+            row = self.rows[self.cursor]
+            self.post_message(self.ToggleRequested(self.cursor, not row.expanded))
+
+    def action_expand(self) -> None:
+        if self.rows and not self.rows[self.cursor].expanded:
+            self.post_message(self.ToggleRequested(self.cursor, True))
+
+    def action_collapse(self) -> None:
+        if not self.rows:
+            return
+        row = self.rows[self.cursor]
+        if row.expanded:
+            self.post_message(self.ToggleRequested(self.cursor, False))
+            return
+        parent = next((i for i in range(self.cursor - 1, -1, -1) if self.rows[i].depth < row.depth), None)
+        if parent is not None:
+            self.cursor = parent

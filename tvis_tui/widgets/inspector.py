@@ -1,0 +1,64 @@
+"""The inspector: the current call's inputs, outputs and gradients as a table."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from tvis_tui.messages import ValuesRequested
+from tvis_tui.store import Slot
+from tvis_tui.widgets.format import number, shape
+from tvis_tui.widgets.sparkline import sparkline
+
+COLUMNS = ("name", "shape", "dtype", "device", "min", "max", "mean", "std", "nan/inf", "histogram")
+
+
+def slot_cells(slot: Slot) -> list[Text]:
+    """One table row: a tensor's summary, or a plain value's repr."""
+    name = Text(f"{slot.role} {slot.path}", no_wrap=True)
+    if not slot.is_tensor:
+        return [name, Text(slot.repr or "", style="dim", no_wrap=True), *[Text("")] * (len(COLUMNS) - 2)]
+    stats = slot.stats
+    bad = stats.nonfinite if stats else 0
+    bad_text = Text(f"{stats.nan}/{stats.posinf + stats.neginf}" if stats else "", style="bold red" if bad else "dim")
+    if slot.has_values:
+        name.append(" ⏎", style="dim")
+    return [
+        name,
+        Text(shape(slot.shape)),
+        Text(slot.dtype or ""),
+        Text(slot.device or ""),
+        *(Text(number(getattr(stats, f, None)), justify="right") for f in ("min", "max", "mean", "std")),
+        bad_text,
+        sparkline(slot.hist),
+    ]
+
+
+class Inspector(DataTable):
+    """Enter on a tensor whose values were stored opens them (`ValuesRequested`)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.seq = 0
+        self.slots: list[Slot] = []
+
+    def on_mount(self) -> None:
+        self.add_columns(*COLUMNS)
+
+    def show(self, seq: int, slots: list[Slot]) -> None:
+        self.seq, self.slots = seq, slots
+        self.clear()
+        for slot in slots:
+            self.add_row(*slot_cells(slot))
+        if not slots:
+            self.add_row(Text("no inputs or outputs recorded", style="dim italic"), *[""] * (len(COLUMNS) - 1))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.cursor_row >= len(self.slots):
+            return
+        slot = self.slots[event.cursor_row]
+        if slot.has_values:
+            self.post_message(ValuesRequested(self.seq, slot))
+        else:
+            self.notify("values of this slot were not stored", severity="warning")

@@ -1,0 +1,108 @@
+"""The source pane: the recorded snapshot of the current call's file, on the call line.
+
+A Line-API view: only the visible lines are coloured and drawn. Lines that produced
+tensors carry their recorded shapes at the right edge when the run holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.segment import Segment
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from tvis_tui.widgets.highlight import Highlighter
+
+
+class SourcePane(ScrollView, can_focus=True):
+    """`▶` marks the line the current call was made from; `›` the line cursor that
+    "run to cursor" uses (moved with the arrow keys while the pane has focus)."""
+
+    BINDINGS = [
+        Binding("up,k", "move(-1)", "Line up", show=False),
+        Binding("down,j", "move(1)", "Line down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+    ]
+    COMPONENT_CLASSES = {"source-pane--current", "source-pane--cursor", "source-pane--gutter",
+                         "source-pane--shape"}
+
+    cursor_line = reactive(0)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.path = ""
+        self.line = 0
+        self.shapes: Mapping[int, str] = {}
+        self._highlighter: Highlighter | None = None
+        self._cache: dict[str, Highlighter] = {}
+        self._note = ""
+
+    def show(self, path: str, text: str | None, line: int, shapes: Mapping[int, str] | None = None) -> None:
+        """Show `path` (its snapshot `text`) on `line` (1-based); `shapes` maps line -> shape."""
+        self.path, self.line, self.shapes = path, line, shapes or {}
+        self.border_title = f"{path.rsplit('/', 1)[-1]}:{line}" if path else "source"
+        if text is None:
+            self._highlighter = None
+            self._note = f"source not recorded: {path}:{line}" if path else "no call site recorded"
+            self.virtual_size = Size(0, 1)
+        else:
+            if path not in self._cache:
+                self._cache = {path: Highlighter(text, path), **dict(list(self._cache.items())[:7])}
+            self._highlighter = self._cache[path]
+            self.virtual_size = Size(0, len(self._highlighter.lines))
+        self.set_reactive(SourcePane.cursor_line, line)
+        self._center(line)
+        self.refresh()
+
+    def _center(self, line: int) -> None:
+        height = max(1, self.scrollable_content_region.height)
+        self.scroll_to(y=max(0, line - 1 - height // 2), animate=False, immediate=True)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        index = int(self.scroll_y) + y
+        if self._highlighter is None:
+            text = Text(self._note if y == 0 else "", style="dim italic")
+        elif index >= len(self._highlighter.lines):
+            return Strip.blank(width, self.rich_style)
+        else:
+            text = self._line(index + 1, width)
+        text.truncate(width, pad=True)
+        return Strip(Segment.apply_style(text.render(self.app.console), self.rich_style), width)
+
+    def _line(self, number: int, width: int) -> Text:
+        assert self._highlighter is not None
+        digits = len(str(len(self._highlighter.lines)))
+        marker = "▶" if number == self.line else ("›" if number == self.cursor_line else " ")
+        gutter = Text(f"{marker}{number:>{digits}} ", style=self.get_component_rich_style("source-pane--gutter"))
+        code = self._highlighter.line(number - 1).copy()
+        text = gutter + code
+        shape = self.shapes.get(number)
+        if shape:
+            pad = max(1, width - len(text) - len(shape) - 2)
+            text.append(" " * pad + "# " + shape, style=self.get_component_rich_style("source-pane--shape"))
+        if number == self.line:
+            text.stylize(self.get_component_rich_style("source-pane--current"))
+        elif number == self.cursor_line:
+            text.stylize(self.get_component_rich_style("source-pane--cursor"))
+        return text
+
+    def watch_cursor_line(self, line: int) -> None:
+        height = max(1, self.scrollable_content_region.height)
+        top = int(self.scroll_y)
+        if not top < line <= top + height:
+            self.scroll_to(y=max(0, line - 1 - height // 2), animate=False, immediate=True)
+        self.refresh()
+
+    def action_move(self, delta: int) -> None:
+        if self._highlighter is not None:
+            self.cursor_line = max(1, min(len(self._highlighter.lines), self.cursor_line + delta))
+
+    def action_page(self, direction: int) -> None:
+        self.action_move(direction * max(1, self.scrollable_content_region.height - 1))
