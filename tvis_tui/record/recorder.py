@@ -146,6 +146,9 @@ class Recorder:
             self.writer.put_source(path, text)
 
     def _stop_if_done(self) -> None:
+        """Called as anything of the step after the last one begins: the script has run
+        the rest of the last step's iteration (its prints, scheduler, logging) by then,
+        and nothing of the next one has happened yet (no batch drawn, no forward run)."""
         if self.step_limit and self.steps.step > self.step_limit:
             raise StopRecording
 
@@ -154,6 +157,7 @@ class Recorder:
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
         if torch.compiler.is_compiling() or not self._active():
             return
+        self._stop_if_done()
         self._guard(self._open_module, module, args, sys._getframe(1))
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
@@ -200,6 +204,7 @@ class Recorder:
     def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return
+        self._stop_if_done()
         if self._guard(self.steps.before_optimizer_step, opt):
             self._stop_if_done()  # nothing of this step() has run yet
         self._guard(self._open_optimizer, opt, sys._getframe(1))
@@ -217,21 +222,20 @@ class Recorder:
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return
-        ended = time.perf_counter_ns()
-        if self._guard(self._close_optimizer, opt, ended):
-            self._stop_if_done()
+        self._guard(self._close_optimizer, opt, time.perf_counter_ns())
 
-    def _close_optimizer(self, opt: Any, ended: int) -> bool:
+    def _close_optimizer(self, opt: Any, ended: int) -> None:
         call = self.log.pop(id(opt))
         if call is not None:
             self.log.close(call, ended)
-        return self.steps.after_optimizer_step(opt)
+        self.steps.after_optimizer_step(opt)
 
     # -- backward ------------------------------------------------------------------------
 
     def _backward(self, original: Callable[..., Any], tensors: Any, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling() or not self._active():
             return original(tensors, *args, **kwargs)
+        self._stop_if_done()
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
         try:
             result = original(tensors, *args, **kwargs)
@@ -239,8 +243,8 @@ class Recorder:
             if call is not None:
                 self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
             raise
-        if call is not None and self._guard(self._close_backward, call, time.perf_counter_ns()):
-            self._stop_if_done()
+        if call is not None:
+            self._guard(self._close_backward, call, time.perf_counter_ns())
         return result
 
     def _open_backward(self, tensors: Any, frame: Any) -> OpenCall:
@@ -252,22 +256,23 @@ class Recorder:
             self.steps.add_loss(float(loss.detach()))
         return call
 
-    def _close_backward(self, call: OpenCall, ended: int) -> bool:
+    def _close_backward(self, call: OpenCall, ended: int) -> None:
         if self.log.pop(call.owner) is None:
-            return False
+            return
         self.log.close(call, ended)
         if len(self.steps.optimizers):
-            return False
+            return
         # No optimizer will show the gradients: attach them to the backward call.
         params = [p for root in self.names.roots() for p in root.parameters()]
         self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(params))
-        return self.steps.after_backward()
+        self.steps.after_backward()
 
     # -- data ----------------------------------------------------------------------------
 
     def _next_batch(self, original: Callable[..., Any], iterator: Any) -> Any:
         if torch.compiler.is_compiling() or not self._active():
             return original(iterator)
+        self._stop_if_done()
         call = self._guard(self._open_batch, iterator, sys._getframe(2))
         try:
             batch = original(iterator)
@@ -304,6 +309,7 @@ class Recorder:
         inside_loss_module = bool(stack) and stack[-1].record.phase == "loss"
         if torch.compiler.is_compiling() or not self._active() or inside_loss_module:
             return original(*args, **kwargs)
+        self._stop_if_done()
         call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
         try:
             result = original(*args, **kwargs)

@@ -1,0 +1,179 @@
+"""`tvis run` end to end, as a user runs it: a fresh process, the real CLI, the real store."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import time
+
+import pytest
+
+from tests.record.conftest import EXAMPLES, tvis_cli, tvis_popen, write_script
+from tvis_tui.store import RunReader
+from tvis_tui.store.runs import run_status
+
+
+def test_image_example_records_named_calls_sites_and_stops_after_steps(tmp_path):
+    script = EXAMPLES / "image_classifier" / "train.py"
+    proc = tvis_cli("run", "--steps", "2", "--out", "runs", "--name", "cnn", str(script),
+                    "--max-steps", "5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    printed = re.findall(r"step (\d+) epoch 0 loss (\S+)", proc.stdout)
+    assert [s for s, _ in printed] == ["1", "2"]  # tvis ended the script after step 2
+    assert "recorded 2 steps" in proc.stderr and "runs/cnn" in proc.stderr
+
+    with RunReader(tmp_path / "runs" / "cnn") as run:
+        meta = run.meta()
+        assert (meta["status"], meta["exit_status"], meta["steps_recorded"]) == ("ok", 0, 2)
+        assert meta["step_rule"] == "optimizer" and meta["argv"][1:] == ["--max-steps", "5"]
+        steps = run.steps()
+        assert [round(s.loss, 6) for s in steps] == [float(loss) for _, loss in printed]
+        assert [p.phase for p in run.phases(1)] == ["data", "forward", "loss", "backward", "optimizer"]
+        calls = run.calls(steps[0].first_seq, steps[0].last_seq)
+        conv = next(c for c in calls if c.name == "blocks.1.conv1")
+        assert conv.type == "Conv2d" and conv.step == 1 and conv.depth == 2
+        parent = run.call(conv.parent)
+        assert parent.name == "blocks.1" and parent.type == "Block"
+        source = run.source(str(script)).splitlines()
+        assert "self.conv1(x)" in source[conv.call_site.line - 1]
+        assert source[parent.def_site.line - 1].strip().startswith("def forward")
+        assert "block(x)" in source[parent.call_site.line - 1]
+        out = run.slots(conv.seq, "output")[0]
+        assert out.shape == (32, 16, 16, 16) and run.values(conv.seq, out).shape == out.shape
+        assert run.slots(calls[-1].seq, "param_grad")[0].path == "SmallCNN.stem.0.weight"
+
+
+def test_arguments_after_the_script_are_the_scripts_own(tmp_path):
+    script = write_script(tmp_path / "proj", """
+        import os, sys
+        print(repr(sys.argv), __name__, sys.path[0] == os.path.dirname(os.path.abspath(__file__)),
+              os.getcwd())
+        sys.exit(3)
+    """)
+    proc = tvis_cli("run", "--steps", "5", "--out", "runs", str(script), "--steps", "1", "--lr", "3e-4",
+                    cwd=tmp_path)
+    argv, name, path0, cwd = proc.stdout.rsplit(" ", 3)
+    assert eval(argv) == [str(script), "--steps", "1", "--lr", "3e-4"]
+    assert (name, path0, cwd.strip()) == ("__main__", "True", str(tmp_path))
+    assert proc.returncode == 3
+
+
+def test_module_mode_runs_like_python_dash_m(tmp_path):
+    write_script(tmp_path, "", "pkg/__init__.py")
+    write_script(tmp_path, """
+        import sys, torch
+        print(sys.argv[1:], __name__)
+        torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()
+    """, "pkg/train.py")
+    proc = tvis_cli("run", "--out", "runs", "--name", "m", "-m", "pkg.train", "--steps", "2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['--steps', '2'] __main__"
+    with RunReader(tmp_path / "runs" / "m") as run:
+        assert [c.kind for c in run.calls(1, 2)] == ["module", "backward"]
+        assert run.call(1).call_site.file == str(tmp_path / "pkg" / "train.py")
+
+
+def test_crash_is_recorded_and_summarized_at_the_failing_line(tmp_path):
+    script = write_script(tmp_path, """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 1)
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                if self.calls == 2:
+                    return 1 / 0
+                return self.fc(x)
+
+        net = Net()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            net(torch.ones(4, 3)).sum().backward()
+            opt.step()
+    """, "crash.py")
+    proc = tvis_cli("run", "--out", "runs", "--name", "c", str(script), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == "tvis: crash.py:14: ZeroDivisionError: division by zero (run saved to runs/c)"
+    with RunReader(tmp_path / "runs" / "c") as run:
+        meta = run.meta()
+        assert meta["status"] == "crashed" and meta["exit_status"] == 1
+        assert meta["exception"] == "ZeroDivisionError: division by zero"
+        assert meta["failing_site"] == f"{script}:14" and "1 / 0" in meta["traceback"]
+        failing = run.call(meta["failing_seq"])
+        assert failing.name == "Net" and failing.step == 2
+        assert failing.error == "ZeroDivisionError: division by zero"
+        assert meta["steps_recorded"] == 1 and run.steps()[-1].complete is False
+
+
+def test_bad_target_is_a_one_line_error(tmp_path):
+    proc = tvis_cli("run", "missing.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "tvis: error: missing.py: no such file\n"
+
+
+_ENDLESS = """
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    step = 0
+    while True:
+        opt.zero_grad()
+        net(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.step()
+        step += 1
+        print("step", step, flush=True)
+"""
+
+
+def _run_until_step(tmp_path, n: int):
+    script = write_script(tmp_path, _ENDLESS, "endless.py")
+    proc = tvis_popen("run", "--out", "runs", "--name", "e", str(script), cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.strip() == f"step {n}":
+            return proc
+    proc.kill()
+    pytest.fail("the script never reached step %d" % n)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_keeps_everything_and_exits_130(tmp_path):
+    proc = _run_until_step(tmp_path, 20)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "(stopped)" in err
+    with RunReader(tmp_path / "runs" / "e") as run:
+        meta = run.meta()
+        assert meta["status"] == "stopped" and meta["steps_recorded"] >= 20
+        assert [s.step for s in run.steps()][:20] == list(range(1, 21))
+        assert run.call_count() >= 20 * 6
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigkill_leaves_a_consistent_run(tmp_path):
+    proc = _run_until_step(tmp_path, 200)  # long enough for several commits
+    proc.kill()
+    proc.wait(timeout=30)
+    with RunReader(tmp_path / "runs" / "e") as run:
+        meta = run.meta()
+        assert run_status(meta) == "stopped"  # recorder gone without closing the run
+        count = run.call_count()
+        assert count > 0
+        calls = run.calls(1, count)
+        assert [c.seq for c in calls] == list(range(1, count + 1))
+        assert all(c.parent < c.seq for c in calls)
+        for step in run.steps():
+            assert step.last_seq <= count and step.complete
