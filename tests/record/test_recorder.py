@@ -1,0 +1,215 @@
+"""What the recorder writes for the shapes real training scripts take (recorded in-process)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+HEADER = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+"""
+
+
+def _calls(run):
+    return run.calls(1, run.call_count())
+
+
+def test_nested_outputs_are_flattened_with_paths(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+from collections import namedtuple
+from dataclasses import dataclass
+
+Pair = namedtuple("Pair", "a b")
+
+@dataclass
+class Out:
+    logits: torch.Tensor
+    aux: object
+
+class HFStyle:
+    def __init__(self, t):
+        self.hidden = t
+        self.note = "x"
+
+class Net(nn.Module):
+    def forward(self, x, scale=2.0):
+        return {"h": (x * scale, [x + 1, None]), "p": Pair(x, 3), "o": Out(x.sum(), HFStyle(x))}
+
+Net()(torch.ones(2, 2), scale=3.0)
+""")
+    assert code == 0
+    seq = _calls(run)[0].seq
+    paths = {s.path: s for s in run.slots(seq)}
+    assert list(paths) == ["args[0]", "kwargs['scale']", "out['h'][0]", "out['h'][1][0]",
+                           "out['h'][1][1]", "out['p'].a", "out['p'].b", "out['o'].logits",
+                           "out['o'].aux.hidden"]
+    assert paths["kwargs['scale']"].repr == "3.0" and paths["out['h'][1][1]"].repr == "None"
+    h = paths["out['h'][0]"]
+    assert h.stats.max == 3.0 and h.stats.min == 3.0
+    np.testing.assert_array_equal(run.values(seq, h), np.full((2, 2), 3.0, np.float32))
+    assert paths["out['o'].logits"].shape == () and paths["out['p'].b"].repr == "3"
+
+
+def test_a_module_called_twice_is_two_calls(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+class Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        return self.fc(self.fc(x))
+
+Twice()(torch.ones(1, 4))
+""")
+    calls = _calls(run)
+    assert [(c.seq, c.parent, c.name) for c in calls] == [(1, 0, "Twice"), (2, 1, "fc"), (3, 1, "fc")]
+    assert run.slots(3, "input")[0].values_from == (2, "output", 0)  # stored once
+    np.testing.assert_array_equal(run.values(3, run.slots(3, "input")[0]),
+                                  run.values(2, run.slots(2, "output")[0]))
+    assert calls[1].call_site.line == calls[2].call_site.line
+
+
+def test_without_torch_optim_steps_end_at_backward(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+w = torch.zeros(3, requires_grad=True)
+fc = nn.Linear(3, 1)
+for i in range(5):
+    loss = (fc(w + i) - 1).pow(2).sum()
+    loss.backward()
+    with torch.no_grad():
+        for p in fc.parameters():
+            p -= 0.1 * p.grad
+            p.grad = None
+    print(repr(loss.item()))
+""", steps=3)
+    assert code == 0
+    meta = run.meta()
+    assert meta["step_rule"] == "backward" and meta["steps_recorded"] == 3
+    steps = run.steps()
+    assert [s.rule for s in steps] == ["backward"] * 3
+    backward = run.call(steps[0].last_seq)
+    assert backward.kind == "backward"
+    assert [s.path for s in run.slots(backward.seq, "param_grad")] == ["Linear.weight", "Linear.bias"]
+    assert [s.loss for s in steps] == [float(x) for x in capsys.readouterr().out.split()]
+
+
+def test_gan_style_two_optimizers_make_one_step(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+for i in range(10):
+    opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
+    opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+    print("iteration", i)
+""", steps=3)
+    assert code == 0
+    assert capsys.readouterr().out.split("\n")[:-1] == [f"iteration {i}" for i in range(3)]
+    steps = run.steps()
+    assert len(steps) == 3
+    for step in steps:
+        names = [c.name for c in run.calls(step.first_seq, step.last_seq) if c.kind == "optimizer"]
+        assert names == ["SGD", "Adam"]
+
+
+def test_lbfgs_closure_is_one_step_with_its_calls_inside(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+fc = nn.Linear(2, 1)
+opt = torch.optim.LBFGS(fc.parameters(), max_iter=3)
+x, y = torch.randn(8, 2), torch.randn(8, 1)
+def closure():
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(fc(x), y)
+    loss.backward()
+    return loss
+for _ in range(4):
+    opt.step(closure)
+""", steps=2)
+    steps = run.steps()
+    assert len(steps) == 2 and run.meta()["step_rule"] == "optimizer"
+    first = run.call(steps[0].first_seq)
+    assert first.kind == "optimizer" and first.name == "LBFGS"
+    inside = run.calls(first.seq + 1, steps[0].last_seq)
+    assert {c.parent for c in inside if c.depth == 1} == {first.seq}
+    assert [c.kind for c in inside if c.depth == 1][:3] == ["module", "function", "backward"]
+    assert inside[1].phase == "loss" and inside[1].name == "F.mse_loss"
+
+
+def test_odd_values_do_not_break_recording(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+class Odd(nn.Module):
+    def forward(self, x):
+        return None
+
+class Many(nn.Module):
+    def forward(self, x):
+        nan = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 0.0])
+        return (x > 0, x.long(), x.to(torch.bfloat16), torch.complex(x, x), nan,
+                torch.empty(2, 3, device="meta"), torch.empty(0))
+
+x = torch.tensor([-1.0, 2.0])
+Odd()(x)
+Many()(x)
+relu = nn.ReLU(inplace=True)
+relu(x)
+""")
+    assert code == 0 and run.meta()["warnings"] == []
+    assert [s.repr for s in run.slots(1, "output")] == ["None"]
+    out = {s.path: s for s in run.slots(2, "output")}
+    assert out["out[0]"].dtype == "bool" and out["out[0]"].stats.mean == 0.5
+    assert out["out[1]"].dtype == "int64" and out["out[1]"].stats.min == -1
+    assert out["out[2]"].values_dtype == "float32"
+    assert out["out[3]"].stats.norm is not None and out["out[3]"].stats.min is None
+    nan = out["out[4]"].stats
+    assert (nan.nan, nan.posinf, nan.neginf, nan.zeros, nan.max) == (1, 1, 1, 1, 1.0)
+    assert out["out[5]"].shape == (2, 3) and out["out[5]"].stats is None
+    assert out["out[6]"].stats.numel == 0
+    assert run.nonfinite_calls() == [2]
+    relu_in, relu_out = run.slots(3, "input")[0], run.slots(3, "output")[0]
+    # Values were copied when the hook ran, before ReLU wrote over its input.
+    np.testing.assert_array_equal(run.values(3, relu_in), [-1.0, 2.0])
+    np.testing.assert_array_equal(run.values(3, relu_out), [0.0, 2.0])
+
+
+def test_calls_from_threads_are_recorded_on_their_own_stack(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+import threading
+fc = nn.Linear(2, 2)
+def work():
+    with torch.no_grad():
+        for _ in range(5):
+            fc(torch.ones(1, 2))
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+""")
+    calls = _calls(run)
+    assert len(calls) == 15 and {(c.parent, c.depth, c.name) for c in calls} == {(0, 0, "Linear")}
+    assert all(c.duration_ns is not None for c in calls)
+
+
+def test_large_tensors_keep_summaries_without_values(run_inprocess):
+    code, run = run_inprocess(HEADER + "nn.Identity()(torch.ones(64, 64))\n", max_bytes=1024)
+    slot = run.slots(1, "input")[0]
+    assert slot.values_dtype is None and run.values(1, slot) is None
+    assert slot.stats.numel == 4096 and sum(slot.hist) == 4096
+
+
+def test_a_recorder_bug_leaves_training_untouched(run_inprocess, monkeypatch, capsys):
+    import tvis_tui.record.slots as slots
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(slots, "summarize", broken)
+    code, run = run_inprocess(HEADER + """
+fc = nn.Linear(2, 1)
+opt = torch.optim.SGD(fc.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad(); fc(torch.ones(1, 2)).sum().backward(); opt.step()
+print(fc.weight.sum().item())
+""")
+    assert code == 0
+    assert any("RuntimeError: boom" in w for w in run.meta()["warnings"])
+    assert run.meta()["steps_recorded"] == 2
