@@ -72,6 +72,14 @@ class Context:
     def value_of(self, node: Node | None) -> Node | None:
         return self.symbols.value_of(node)
 
+    def latest_binding(self, name: Node, at: Node) -> tuple[Node, Node | None] | None:
+        """(target, value) of the last assignment to `name` before `at` in the function that
+        holds `at` (value None when it cannot be followed); None when there is none."""
+        function = self.index.function_of(at)
+        earlier = [(target, value) for target, value in self.symbols.bindings_of(name) or ()
+                   if target.start_byte < at.start_byte and function.contains(target)]
+        return max(earlier, key=lambda pair: pair[0].start_byte) if earlier else None
+
     def resolve(self, node: Node | None) -> Node | None:
         """Follow names assigned exactly once to the expression they hold (`node` itself when
         it is not such a name)."""

@@ -39,6 +39,8 @@ class Category(str, Enum):
     WASTED_COMPUTE = "wasted compute"
     REPRODUCIBILITY = "reproducibility"
     CORRECTNESS = "correctness"
+    MEMORY = "memory"
+    """Does not fit in GPU memory (the VRAM estimator's findings)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,19 @@ class Finding:
             "rule": self.rule, "category": self.category.value,
             "severity": self.severity.value, "message": self.message, "fix": self.fix,
         }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Finding":
+        """A finding from its JSON form; end_line/end_column/fix may be missing."""
+        line, column = int(data["line"]), int(data.get("column", 1))
+        return cls(
+            path=str(data["path"]), line=line, column=column,
+            end_line=int(data.get("end_line", line)),
+            end_column=int(data.get("end_column", column + 1)),
+            rule=str(data["rule"]), category=Category(data.get("category", "correctness")),
+            severity=Severity.parse(str(data.get("severity", "warning"))),
+            message=str(data["message"]), fix=data.get("fix"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,14 +98,10 @@ def _call_carries(ctx: "Context", expr: Node, at: Node, depth: int) -> bool:
 
 
 def _name_carries(ctx: "Context", name: Node, at: Node, depth: int) -> bool:
-    bindings = ctx.symbols.bindings_of(name)
+    latest = ctx.latest_binding(name, at)
+    if latest is not None and latest[1] is not None:
+        return carries_graph(ctx, latest[1], latest[0], depth + 1)
     function = ctx.function_of(at)
-    earlier = [(target, value) for target, value in bindings or ()
-               if target.start_byte < at.start_byte and function.contains(target)]
-    if earlier:
-        target, value = max(earlier, key=lambda pair: pair[0].start_byte)
-        if value is not None:
-            return carries_graph(ctx, value, target, depth + 1)
     raw = text(name)
     return any(ctx.text(c.receiver) == raw for c in ctx.calls_named("backward")
                if c.receiver is not None and function.contains(c.node))

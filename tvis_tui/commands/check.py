@@ -53,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
     fail_on = Severity.parse(args.fail_on) if args.fail_on else (config.fail_on or Severity.INFO)
     result = engine.check_paths(paths, rules, config)
     if args.gpu:
-        result.findings += _vram_findings(paths, args.gpu)
+        files = [display for _, display in engine.collect_files(paths)]
+        result.findings += _vram_findings(files, args.gpu)
     if args.format == "json":
         print(report.render_json(result))
     elif args.format == "sarif":
@@ -77,7 +78,9 @@ def _vram_findings(paths: list[str], gpu: str) -> list:
         hook = importlib.import_module("tvis_tui.vram.check_hook")
     except ModuleNotFoundError:
         raise TvisError("--gpu is unavailable: this tvis has no VRAM estimator") from None
-    return list(hook.vram_findings(paths, gpu))
+    from tvis_tui.check.findings import Finding
+
+    return [Finding.from_json(item) for item in hook.vram_findings(paths, gpu)]
 
 
 def _line_reader():
