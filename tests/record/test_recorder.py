@@ -213,3 +213,24 @@ print(fc.weight.sum().item())
     assert code == 0
     assert any("RuntimeError: boom" in w for w in run.meta()["warnings"])
     assert run.meta()["steps_recorded"] == 2
+
+
+def test_compiled_models_and_dataloader_workers_are_survived_and_reported(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+from torch.utils.data import DataLoader, TensorDataset
+net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+fast = torch.compile(net, backend="eager")
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+for x, y in DataLoader(data, batch_size=8, num_workers=2):
+    opt.zero_grad()
+    nn.functional.mse_loss(fast(x), y).backward()
+    opt.step()
+""")
+    assert code == 0 and "global hooks" not in capsys.readouterr().err
+    meta = run.meta()
+    assert meta["steps_recorded"] == 4
+    assert any("Sequential is torch.compile'd" in w for w in meta["warnings"])
+    first = run.calls(1, 5)
+    assert [c.kind for c in first] == ["data", "module", "function", "backward", "optimizer"]
+    assert [s.shape for s in run.slots(1, "output")] == [(8, 4), (8, 1)]

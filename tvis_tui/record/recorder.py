@@ -15,6 +15,7 @@ import itertools
 import os
 import sys
 import threading
+import warnings
 import time
 from typing import Any, Callable
 
@@ -87,6 +88,13 @@ class Recorder:
         for name in LOSS_FUNCTIONS:
             if hasattr(F, name):
                 self._wrap(F, name, functools.partial(self._loss_function, f"F.{name}"))
+        self._wrap(torch, "compile", self._compile)
+        self._wrap(torch.nn.Module, "compile", self._compile)
+        # torch warns that global hooks fire once more for an OptimizedModule: that note
+        # concerns tvis's hooks, not the script, so it is not shown to the user.
+        saved_filters = warnings.filters[:]
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+        self._undo.append(lambda: warnings.filters.__setitem__(slice(None), saved_filters))
 
     def _wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> None:
         original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
@@ -170,7 +178,8 @@ class Recorder:
             phase = "loss"
         cls = type(module)
         if cls.__name__ == "OptimizedModule":
-            self.warn(f"{name} is torch.compile'd: the calls inside it were not recorded "
+            inner = type(getattr(module, "_orig_mod", module)).__name__
+            self.warn(f"{inner} is torch.compile'd: the calls inside it were not recorded "
                       "(its own inputs and outputs were)")
         self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                       call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
@@ -193,6 +202,14 @@ class Recorder:
         if kwargs:
             self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
         self.log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
+
+    def _compile(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        target = args[0] if args else kwargs.get("model")
+        label = type(target).__name__ if isinstance(target, torch.nn.Module) else \
+            getattr(target, "__qualname__", "a function")
+        self.warn(f"torch.compile was used on {label}: code it compiles runs without tvis's "
+                  "hooks, so calls inside it are not recorded")
+        return original(*args, **kwargs)
 
     # -- optimizers ----------------------------------------------------------------------
 
