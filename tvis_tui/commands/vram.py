@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 
 from tvis_tui.errors import TvisError
@@ -17,7 +18,7 @@ _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*$", re.IGN
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.usage = ("tvis vram SCRIPT [--gpu NAME | --gpu-memory SIZE] [--batch-size N] "
                     "[--seq-len N] [--dtype D] [--optimizer NAME] [--params N] [--trace] "
-                    "[--format text|json] [-- SCRIPT ARGS]")
+                    "[--format text|json] [--script-args \"ARGS\"]")
     parser.add_argument("script", help="the training script")
     parser.add_argument("--gpu", default=None, help=f"GPU to check against (default {DEFAULT_GPU}; "
                         "`tvis gpus` lists them)")
@@ -34,8 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="run the script on fake tensors (needs torch) for an exact figure")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("script_args", nargs="*", metavar="-- SCRIPT ARGS",
-                        help="arguments for the script when traced")
+    parser.add_argument("--script-args", default="", metavar='"ARGS"',
+                        help="arguments for the script when traced, as one quoted string")
 
 
 def parse_count(text: str) -> int:
@@ -85,8 +86,7 @@ def _report(path, settings, gpu, args: argparse.Namespace) -> int:
 
         if not torch_available():
             raise TvisError("--trace needs torch installed; the static estimate does not")
-        script_args = [a for a in args.script_args if a != "--"]
-        shown = traced_estimate(path, script_args, static)
+        shown = traced_estimate(path, shlex.split(args.script_args), static)
     verdict = Verdict(gpu, shown.peak_bytes)
     suggestions = suggest(static, gpu.usable_bytes)
     if args.format == "json":

@@ -8,6 +8,7 @@ from pathlib import Path
 from tvis_tui.vram.api import Api
 from tvis_tui.vram.facts import Facts, Settings
 from tvis_tui.vram.functional import cross_entropy
+from tvis_tui.vram.interp import OutOfBudget
 from tvis_tui.vram.memory import (Peak, backward_peak, grad_bytes, optimizer_bytes,
                                   optimizer_key, optimizer_peak, scaled)
 from tvis_tui.vram.source import read_tree
@@ -61,8 +62,15 @@ def estimate(path: str | Path, settings: Settings | None = None) -> Estimate:
             facts.assume(f"could not read {path}; nothing was taken from it")
         else:
             api.interp.run_module(tree.root_node, api.globals)
+            if api.interp.out_of_budget:
+                facts.assume("the script is too long to follow in full; read up to the budget")
         if facts.snapshot is None:
-            _assumed_step(api, facts)
+            api.interp.restart_budget()
+            try:
+                _assumed_step(api, facts)
+            except OutOfBudget:
+                facts.assume("the model's forward is too long to follow; activations partial")
+                facts.snapshot = list(tape.ops)
     return _breakdown(facts, tape, settings, str(path))
 
 

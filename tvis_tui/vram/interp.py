@@ -7,6 +7,7 @@ that train run once, other loops run up to a bound, and a step budget keeps it f
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tree_sitter import Node
@@ -18,8 +19,11 @@ from tvis_tui.vram.values import UNKNOWN, Function, Instance, Module, Unknown, U
 MAX_LOOP = 256
 """Iterations a non-training loop runs before the reader stops following it."""
 
-MAX_STEPS = 200_000
-"""Statements and expressions evaluated per script; beyond it, everything is Unknown."""
+MAX_STEPS = 100_000
+"""Statements and expressions evaluated per script; beyond it the reader stops following."""
+
+MAX_SECONDS = 0.5
+"""Wall time per script: the static estimate promises an answer in under a second."""
 
 TRAINING_CALLS = {"backward", "step"}
 
@@ -70,10 +74,17 @@ class Interp:
         self.depth = 0
         self.training_loops = 0
         self.scopes: list[Scope] = []
+        self.deadline = time.monotonic() + MAX_SECONDS
+        self.out_of_budget = False
+
+    def restart_budget(self) -> None:
+        self.steps = 0
+        self.deadline = time.monotonic() + MAX_SECONDS / 2
 
     def tick(self) -> None:
         self.steps += 1
-        if self.steps > MAX_STEPS:
+        if self.steps > MAX_STEPS or (self.steps % 2048 == 0 and time.monotonic() > self.deadline):
+            self.out_of_budget = True
             raise OutOfBudget()
 
     # statements -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ listed with its saving on the script as it is.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,6 +18,8 @@ from tvis_tui.vram.verdict import FITS_FRACTION
 
 MIN_SAVING = 1 << 20
 """Changes saving less than 1 MiB are not worth a line."""
+MAX_SECONDS = 2.0
+"""Time for trying changes; on scripts too long to re-read quickly fewer are tried."""
 FSDP_GPUS = 8
 
 
@@ -129,10 +132,11 @@ def suggest(base: Estimate, usable: int, max_rounds: int = 6) -> list[Suggestion
     out: list[Suggestion] = []
     current = base
     used: set[str] = set()
+    deadline = time.monotonic() + MAX_SECONDS
     for _ in range(max_rounds):
         best = None
         for cand in CANDIDATES:
-            if cand.key in used and cand.key != "micro":
+            if cand.key in used and cand.key != "micro" or time.monotonic() > deadline:
                 continue
             tried = _try(cand, current)
             if tried and (best is None or tried[1].peak_bytes < best[1].peak_bytes):
@@ -151,7 +155,10 @@ def suggest(base: Estimate, usable: int, max_rounds: int = 6) -> list[Suggestion
 
 def _all_single(base: Estimate) -> list[Suggestion]:
     found = []
+    deadline = time.monotonic() + MAX_SECONDS
     for cand in CANDIDATES:
+        if time.monotonic() > deadline:
+            break
         tried = _try(cand, base)
         if tried and base.peak_bytes - tried[1].peak_bytes >= MIN_SAVING:
             after = tried[1]

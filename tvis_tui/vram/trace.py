@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import runpy
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,18 @@ def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
             raise _Stop()
         return out
 
+    original_swap = torch.utils.swap_tensors
+
+    def swap_or_set(t1: Any, t2: Any) -> None:
+        # Module.to()/.half() swap fake parameters, which fails while fake-tensor bookkeeping
+        # holds weak references to them; setting .data gives the same module state.
+        try:
+            original_swap(t1, t2)
+        except RuntimeError:
+            t1.data = t2.data
+
     handle = register_optimizer_step_post_hook(after_step)
+    torch.utils.swap_tensors = swap_or_set
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [str(path)] + list(argv or [])
     sys.path.insert(0, str(path.parent))
@@ -98,6 +110,7 @@ def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
     finally:
         handle.remove()
         torch.autograd.backward = original_backward
+        torch.utils.swap_tensors = original_swap
         sys.argv, sys.path[:] = old_argv, old_path
     if not result.step_peaks and result.error is None:
         result.step_peaks.append(tracker.peak)
@@ -120,12 +133,15 @@ def _parts(tracker: Any, optimizers: list[Any]) -> dict[str, int]:
     import torch
 
     param_keys, grad_keys, state_keys = set(), set(tracker.grads), set()
-    for obj in gc.get_objects():
-        if isinstance(obj, torch.nn.Module):
-            for tensor in list(obj.parameters(recurse=False)) + list(obj.buffers(recurse=False)):
-                param_keys.add(tracker.key(tensor))
-                if tensor.grad is not None:
-                    grad_keys.add(tracker.key(tensor.grad))
+    with warnings.catch_warnings():
+        # isinstance() on every live object touches deprecated torch module attributes.
+        warnings.simplefilter("ignore")
+        modules = [obj for obj in gc.get_objects() if isinstance(obj, torch.nn.Module)]
+    for obj in modules:
+        for tensor in list(obj.parameters(recurse=False)) + list(obj.buffers(recurse=False)):
+            param_keys.add(tracker.key(tensor))
+            if tensor.grad is not None:
+                grad_keys.add(tracker.key(tensor.grad))
     for opt in optimizers:
         for group in opt.param_groups:
             for p in group["params"]:
