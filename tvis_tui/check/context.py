@@ -8,7 +8,8 @@ from typing import Iterable
 from tree_sitter import Node
 
 from tvis_tui.check import training
-from tvis_tui.check.findings import Finding
+from tvis_tui.check.findings import Finding, Severity
+from tvis_tui.check.graph import FUNCTIONAL_LOSSES
 from tvis_tui.check.index import Call, Region
 from tvis_tui.check.project import FileModel, Project
 from tvis_tui.check.rule import Rule
@@ -26,13 +27,16 @@ class Context:
         self.rule = rule
 
     # -- reporting -------------------------------------------------------------------------
-    def finding(self, node: Node, message: str, fix: str | None = None) -> Finding:
-        """A finding of this rule spanning `node` (only its first line is underlined)."""
+    def finding(self, node: Node, message: str, fix: str | None = None,
+                severity: Severity | None = None) -> Finding:
+        """A finding of this rule spanning `node` (only its first line is underlined);
+        `severity` overrides the rule's for this finding (a milder variant of the bug)."""
         (row, col), (end_row, end_col) = node.start_point, node.end_point
         return Finding(
             path=self.file.path, line=row + 1, column=col + 1,
             end_line=end_row + 1, end_column=end_col + 1, rule=self.rule.id,
-            category=self.rule.category, severity=self.rule.severity, message=message,
+            category=self.rule.category, severity=severity or self.rule.severity,
+            message=message,
             fix=fix if fix is not None else self.rule.fix,
         )
 
@@ -103,6 +107,25 @@ class Context:
 
     def loss_class(self, node: Node | None) -> str | None:
         return self.project.loss_class(self.file, node)
+
+    def loss_of_call(self, call: Call) -> str | None:
+        """`torch.nn.CrossEntropyLoss` when `call` runs a loss module (`crit(out, y)`,
+        `self.criterion(...)`), `torch.nn.functional.cross_entropy` for a functional loss."""
+        key = ("loss_of_call", id(call))
+        if key not in self.project.memo:
+            self.project.memo[key] = self._loss_of_call(call)
+        return self.project.memo[key]
+
+    def _loss_of_call(self, call: Call) -> str | None:
+        if call.func is None or not call.args:
+            return None
+        qual = self.symbols.qualname(call.func)
+        if qual is not None and qual.startswith("torch.nn.functional."):
+            return qual if qual.rsplit(".", 1)[-1] in FUNCTIONAL_LOSSES else None
+        if qual is not None and qual.startswith("torch."):
+            return None
+        target = call.receiver if call.method == "forward" else call.func
+        return self.loss_class(target)
 
     def is_dataloader(self, node: Node | None) -> bool:
         return self.project.is_dataloader(self.file, node)
