@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from tvis_tui.check.index import Call
-from tvis_tui.check.syntax import text, unwrap
+from tvis_tui.check.syntax import returns_of, text, unwrap
 
 if TYPE_CHECKING:
     from tvis_tui.check.context import Context
@@ -96,21 +96,8 @@ def _forward_output(ctx: "Context", cls, depth: int) -> str | None:
         return None
     other = Context(ctx.project, fm, ctx.rule)
     kinds = {output_kind(other, ret.named_children[0], ret, depth + 1)
-             for ret in _returns(forwards[0].node) if ret.named_children}
+             for ret in returns_of(forwards[0].node) if ret.named_children}
     return kinds.pop() if len(kinds) == 1 else None
-
-
-def _returns(function: Node) -> list[Node]:
-    """Return statements of a function, not of functions nested in it."""
-    found: list[Node] = []
-    stack = list(function.child_by_field_name("body").children)
-    while stack:
-        node = stack.pop()
-        if node.type == "return_statement":
-            found.append(node)
-        elif node.type not in ("function_definition", "class_definition", "lambda"):
-            stack.extend(node.children)
-    return found
 
 
 def loss_input(ctx: "Context", call: Call, losses: frozenset[str]) -> Node | None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from tvis_tui.check.syntax import text, unwrap
+from tvis_tui.check.syntax import returns_of, text, unwrap
 
 if TYPE_CHECKING:
     from tvis_tui.check.context import Context
@@ -38,8 +38,6 @@ def is_graph_source(ctx: "Context", call_node: Node) -> bool:
     qual = ctx.qualname(call.func)
     if qual is not None and qual.startswith("torch.nn.functional."):
         return qual.rsplit(".", 1)[-1] in FUNCTIONAL_LOSSES
-    if call.method is not None and call.method not in ("forward",):
-        return False
     target = call.receiver if call.method == "forward" else call.func
     return ctx.is_model(target) or ctx.loss_class(target) is not None
 
@@ -94,7 +92,17 @@ def _call_carries(ctx: "Context", expr: Node, at: Node, depth: int) -> bool:
     qual = ctx.qualname(call.func) or ""
     if qual.startswith("torch.") and not qual.startswith("torch.nn."):
         return any(carries_graph(ctx, arg, at, depth + 1) for arg in call.args)
-    return False
+    return any(_returns_graph(ctx, ref, depth) for ref in ctx.project.callees(ctx.file, call)
+               if not ref.region.name.startswith("__"))
+
+
+def _returns_graph(ctx: "Context", ref, depth: int) -> bool:
+    """Whether a project function returns a tensor with a graph (`return loss_fn(...)`)."""
+    from tvis_tui.check.context import Context
+
+    other = Context(ctx.project, ref.file, ctx.rule)
+    return any(carries_graph(other, ret.named_children[0], ret, depth + 1)
+               for ret in returns_of(ref.region.node) if ret.named_children)
 
 
 def _name_carries(ctx: "Context", name: Node, at: Node, depth: int) -> bool:

@@ -72,3 +72,17 @@ def enclosing(node: Node, *types: str, stop: tuple[str, ...] = ()) -> Node | Non
 
 def first_line(node: Node) -> str:
     return text(node).split("\n", 1)[0]
+
+
+def returns_of(function: Node) -> list[Node]:
+    """Return statements of a function definition, not of functions nested in it."""
+    found: list[Node] = []
+    body = function.child_by_field_name("body")
+    stack = list(body.children) if body is not None else []
+    while stack:
+        node = stack.pop()
+        if node.type == "return_statement":
+            found.append(node)
+        elif node.type not in ("function_definition", "class_definition", "lambda"):
+            stack.extend(node.children)
+    return found

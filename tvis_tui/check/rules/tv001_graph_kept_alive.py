@@ -87,12 +87,36 @@ class GraphKeptAlive(Rule):
                 yield from _report(ctx, node, value, ctx.text(target))
 
 
-def _report(ctx: Context, node: Node, stored: Node, where: str | None) -> Iterator[Finding]:
-    if ctx.grad_disabled(node) or not carries_graph(ctx, stored, node):
+def _report(ctx: Context, node: Node, stored: Node, where: str) -> Iterator[Finding]:
+    if ctx.grad_disabled(node) or not carries_graph(ctx, stored, node) or \
+            _feeds_backward(ctx, _root_name(where), node):
         return
     what = ctx.text(unwrap(stored)).split("\n", 1)[0]
     yield ctx.finding(node, f"`{what}` is kept with its autograd graph in `{where}` on every "
                             "iteration; store `.item()` or `.detach()`")
+
+
+def _root_name(where: str) -> str:
+    """`losses` for `losses["a"]`, `self.buf` for `self.buf[i]`."""
+    return where.split("[", 1)[0]
+
+
+def _feeds_backward(ctx: Context, holder: str, after: Node) -> bool:
+    """Whether a later backward() differentiates what was collected (BPTT over time steps,
+    REINFORCE over an episode): keeping the graph is then the point."""
+    function = ctx.function_of(after)
+    for call in ctx.calls_named("backward", "manual_backward"):
+        if call.node.start_byte < after.end_byte or ctx.function_of(call.node) is not function:
+            continue
+        loss = call.receiver if not call.args else call.args[0]
+        for _ in range(3):
+            if loss is None:
+                break
+            if mentions(loss, holder):
+                return True
+            latest = ctx.latest_binding(loss, call.node) if loss.type == "identifier" else None
+            loss = latest[1] if latest is not None else None
+    return False
 
 
 def _container(target: Node | None) -> Node | None:
