@@ -53,6 +53,7 @@ def plain(steps: int) -> list[float]:
 
 
 def recorded(steps: int, out: str) -> list[float]:
+    """Step times under `tvis run` (in this process, through the same entry point)."""
     target = Target(str(EXAMPLE), ("--max-steps", str(steps)))
     return step_times(lambda: record(target, Options(out_dir=out, name="bench")))
 
@@ -60,23 +61,29 @@ def recorded(steps: int, out: str) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternate plain and recorded runs this many times (noise)")
     args = parser.parse_args()
     devnull = open(os.devnull, "w")
+    base: list[float] = []
+    under: list[float] = []
     with tempfile.TemporaryDirectory() as out:
         real_stdout, sys.stdout = sys.stdout, devnull
+        real_stderr, sys.stderr = sys.stderr, devnull
         try:
-            base = plain(args.steps)
-            under = recorded(args.steps, out)
-            base += plain(args.steps)
+            for i in range(args.rounds):
+                base += plain(args.steps)
+                under += recorded(args.steps, os.path.join(out, str(i)))
         finally:
-            sys.stdout = real_stdout
-        run = Path(out) / "bench"
+            sys.stdout, sys.stderr = real_stdout, real_stderr
+        run = Path(out) / "0" / "bench"
         stored = sum(f.stat().st_blocks * 512 for f in run.iterdir())
         with RunReader(run) as reader:
             rec_steps = reader.steps()
             calls = reader.call_count()
     plain_ms, under_ms = statistics.median(base) * 1e3, statistics.median(under) * 1e3
-    print(f"bundled CNN, {args.steps} steps, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
+    print(f"bundled CNN, {args.rounds} x {args.steps} steps each way, "
+          f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
     print(f"median step time  plain {plain_ms:.2f} ms   under tvis {under_ms:.2f} ms")
     print(f"overhead ratio    {under_ms / plain_ms:.2f}x  (target <= 3x)")
     print(f"stored            {stored / len(rec_steps) / 2**20:.2f} MiB per step "

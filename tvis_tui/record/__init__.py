@@ -1,1 +1,10 @@
-"""(being built)"""
+"""Recording a training script as it runs (`tvis run`); the only part of tvis that imports torch.
+
+runner.py   runs the script as python would and turns how it ended into run metadata
+recorder.py the hooks: module calls, optimizer steps, backward(), batches, functional losses
+calls.py    numbering, nesting and timing calls on every thread
+steps.py    where a training step ends (the step rule) and what it measured
+slots.py    flattening nested inputs/outputs into slots; stats.py summarizes one tensor
+names.py    qualified module and parameter names; sites.py user files, call and def sites
+memory.py   peak memory per step; sink.py writes the run from a thread of its own
+"""

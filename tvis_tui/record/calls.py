@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
+from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.slots import SlotMaker
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.store.records import CallRecord, Site
@@ -42,8 +43,10 @@ class _ThreadState(threading.local):
 class CallLog:
     """Numbers, nests and writes calls; knows nothing about what kind of call it is."""
 
-    def __init__(self, writer: WriterThread, steps: StepTracker, max_bytes: int) -> None:
+    def __init__(self, writer: WriterThread, steps: StepTracker, max_bytes: int,
+                 memory: PeakMemory) -> None:
         self.writer = writer
+        self.memory = memory
         self.steps = steps
         self.slots = SlotMaker(max_bytes)
         self._seq = itertools.count(1)
@@ -100,6 +103,9 @@ class CallLog:
     def close(self, call: OpenCall, ended_ns: int, outputs: Iterator[tuple[str, Any]] = iter(()),
               *, role: str = "output", error: BaseException | None = None,
               extra: dict[str, Any] | None = None) -> CallRecord:
+        # Memory is highest when a call returns (its outputs are alive); sampling only
+        # here halves the cost of sampling (mallinfo2 walks the heap's bins).
+        self.memory.sample()
         overhead = self._thread.overhead_ns - call.overhead_at_start
         duration = max(ended_ns - call.started_ns - overhead, 0)
         slots, nonfinite = self.slots.make(call.record.seq, role, outputs)

@@ -5,8 +5,11 @@ CPU torch has no cheap allocator statistics, and the profiler's memory events or
 mode would change speed or switch off fast paths; so the recorder samples the C heap in use
 (glibc `mallinfo2`: arena bytes in use plus mmapped blocks, where tensor storages of any
 size live) at every hook, about 0.3 µs a sample, and reports the highest sample above the
-heap in use when recording started. A peak reached and released inside one module call with
-no hook in between (inside a conv kernel, say) is not seen; every module output is.
+heap in use when recording started, less the bytes tvis itself holds for the store at that
+moment. A peak reached and released inside one module call with no hook in between
+(inside a conv kernel, say) is not seen; every module output is. It counts everything the
+script allocated on the heap since recording began (its dataset too), as CUDA's figure
+counts every tensor on the device.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def _heap_reader() -> Callable[[], int] | None:
 class PeakMemory:
     """Tracks the peak of one step; `method` says how (it goes into StepRecord.extra)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tvis_bytes: Callable[[], int] = lambda: 0) -> None:
+        self._tvis_bytes = tvis_bytes
         self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
         self._heap = None if self._cuda else _heap_reader()
         self._base = self._heap() if self._heap else 0
@@ -50,13 +54,14 @@ class PeakMemory:
         if self._cuda:
             self.method = "cuda max_memory_allocated, reset each step"
         elif self._heap:
-            self.method = "C heap in use (mallinfo2) sampled at every hook, minus the heap at start"
+            self.method = ("C heap in use (mallinfo2) sampled at every hook, minus the heap at "
+                           "start and the bytes tvis held for the store")
         else:
             self.method = "not measured (no CUDA and no glibc mallinfo2)"
 
     def sample(self) -> None:
         if self._heap is not None:
-            used = self._heap() - self._base
+            used = self._heap() - self._base - self._tvis_bytes()
             if used > self._peak:
                 self._peak = used
 

@@ -59,9 +59,9 @@ class Recorder:
     def __init__(self, writer: RunWriter, root_dir: str, *, max_bytes: int,
                  step_limit: int | None) -> None:
         self.writer = WriterThread(writer)
-        self.memory = PeakMemory()
+        self.memory = PeakMemory(self.writer.held_bytes)
         self.steps = StepTracker(self.writer, self.memory)
-        self.log = CallLog(self.writer, self.steps, max_bytes)
+        self.log = CallLog(self.writer, self.steps, max_bytes, self.memory)
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
         self.step_limit = step_limit
@@ -140,7 +140,6 @@ class Recorder:
             return None
         finally:
             self._reentry.inside = False
-            self.memory.sample()
             self.log.end_hook(started)
 
     def warn(self, message: str) -> None:

@@ -22,6 +22,11 @@ from tvis_tui.store.runs import new_run_path
 from tvis_tui.store.writer import RunWriter
 
 
+PENDING_BYTES = 1 << 20
+"""Commit the store about every MiB: LMDB copies a transaction's values into pages it
+mallocs, so a big transaction would show up as training memory in the CPU peak."""
+
+
 @dataclass(frozen=True)
 class Target:
     """What to run: a script path, or a module name (`module=True`), and its arguments."""
@@ -60,7 +65,7 @@ def record(target: Target, options: Options) -> int:
     path = new_run_path(options.out_dir, Path(target.name).stem if not target.module
                         else target.name.rsplit(".", 1)[-1], options.name)
     try:
-        writer = RunWriter(path)
+        writer = RunWriter(path, max_pending_bytes=PENDING_BYTES)
     except (OSError, FileExistsError) as exc:
         raise TvisError(f"{path}: cannot write the run ({exc})") from None
     writer.put_meta(**_start_meta(target, script, options))

@@ -27,6 +27,10 @@ class WriterThread:
         self._queue: queue.Queue[tuple[Callable[..., Any], tuple, dict] | None] = \
             queue.Queue(maxsize=QUEUE_ITEMS)
         self.errors: list[str] = []
+        # Bytes of tensor values queued and written; each counter has one writing thread
+        # (approximately so when several training threads record at once).
+        self._queued_bytes = 0
+        self._written_bytes = 0
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
         self._thread.start()
 
@@ -41,6 +45,8 @@ class WriterThread:
             except Exception as exc:  # keep training going; the runner reports it
                 if len(self.errors) < 10:
                     self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
+            if method == self._writer.put_slots:
+                self._written_bytes += _values_bytes(args[1])
 
     def _submit(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         self._queue.put((method, args, kwargs))
@@ -48,8 +54,14 @@ class WriterThread:
     def put_call(self, *args: Any, **kwargs: Any) -> None:
         self._submit(self._writer.put_call, *args, **kwargs)
 
-    def put_slots(self, *args: Any) -> None:
-        self._submit(self._writer.put_slots, *args)
+    def put_slots(self, seq: int, slots: list) -> None:
+        self._queued_bytes += _values_bytes(slots)
+        self._submit(self._writer.put_slots, seq, slots)
+
+    def held_bytes(self) -> int:
+        """Memory tvis holds for the store right now: values waiting in the queue and
+        the writer's uncommitted buffer (so that peak memory can leave them out)."""
+        return self._queued_bytes - self._written_bytes + self._writer._pending_bytes
 
     def put_step(self, *args: Any) -> None:
         self._submit(self._writer.put_step, *args)
@@ -70,3 +82,7 @@ class WriterThread:
         if self.errors:
             final_meta["warnings"] = [*final_meta.get("warnings", []), *self.errors]
         self._writer.close(**final_meta)
+
+
+def _values_bytes(slots: list) -> int:
+    return sum(len(values) for _, values in slots if values is not None)
