@@ -3,6 +3,8 @@ step produces NaN, and a run that crashed inside a nested module call."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -194,3 +196,13 @@ def healthy_run(runs_dir) -> Path:
 @pytest.fixture(scope="session")
 def crashed_run(runs_dir) -> Path:
     return runs_dir / "20261202-093000-train"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run `async def` tests (Pilot tests) on a fresh event loop; no plugin needed."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(pyfuncitem.obj(**args))
+    return True

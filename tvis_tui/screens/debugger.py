@@ -76,6 +76,11 @@ class DebuggerScreen(SteppingActions, Screen):
             start = self.stepper.failure()
         self.app.call_from_thread(setattr, self, "seq", start or 1)
 
+    def on_unmount(self) -> None:
+        # LMDB allows one handle per run per process: reopening this run needs it closed.
+        self.workers.cancel_all()
+        self.reader.close()
+
     # -- moving ----------------------------------------------------------------------------
 
     def move(self, target: int | None, what: str) -> None:

@@ -124,7 +124,7 @@ class CallRows:
         return end
 
     def reveal(self, seq: int) -> int | None:
-        """Expand the path down to call `seq`; return its row index."""
+        """Expand the path down to call `seq`, and `seq`; return its row index."""
         call = self.stepper.call(seq)
         span = self.stepper.span_of(seq)
         if call is None or span is None:
@@ -138,7 +138,7 @@ class CallRows:
                 at = self._find_child(rows, at, key, depth)
                 if at is None:
                     break
-                if key != path[-1] and not rows[at].expanded:
+                if not rows[at].expanded:  # the call itself too: its callees come next
                     rows = list(self._expanded(rows, at))
             self.rows = tuple(rows)
             return at

@@ -82,7 +82,7 @@ class CallTree(ScrollView, can_focus=True):
         self.virtual_size = Size(0, len(rows))
         if cursor is not None:
             self.set_reactive(CallTree.cursor, cursor)
-            self._scroll_cursor_into_view()
+            self.call_after_refresh(self._scroll_cursor_into_view)
         self.refresh()
 
     def _scroll_cursor_into_view(self) -> None:

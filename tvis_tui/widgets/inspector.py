@@ -10,7 +10,8 @@ from tvis_tui.store import Slot
 from tvis_tui.widgets.format import number, shape
 from tvis_tui.widgets.sparkline import sparkline
 
-COLUMNS = ("name", "shape", "dtype", "device", "min", "max", "mean", "std", "nan/inf", "histogram")
+COLUMNS = ("name", "shape", "nan/inf", "histogram", "min", "max", "mean", "std", "dtype", "device")
+"""What tells a bad tensor apart comes first, so it shows in a narrow pane."""
 
 
 def slot_cells(slot: Slot) -> list[Text]:
@@ -26,11 +27,11 @@ def slot_cells(slot: Slot) -> list[Text]:
     return [
         name,
         Text(shape(slot.shape)),
+        bad_text,
+        sparkline(slot.hist, width=12),
+        *(Text(number(getattr(stats, f, None)), justify="right") for f in ("min", "max", "mean", "std")),
         Text(slot.dtype or ""),
         Text(slot.device or ""),
-        *(Text(number(getattr(stats, f, None)), justify="right") for f in ("min", "max", "mean", "std")),
-        bad_text,
-        sparkline(slot.hist),
     ]
 
 

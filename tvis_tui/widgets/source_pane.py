@@ -50,14 +50,15 @@ class SourcePane(ScrollView, can_focus=True):
         if text is None:
             self._highlighter = None
             self._note = f"source not recorded: {path}:{line}" if path else "no call site recorded"
-            self.virtual_size = Size(0, 1)
+            self.virtual_size = Size(0, 2)
         else:
             if path not in self._cache:
                 self._cache = {path: Highlighter(text, path), **dict(list(self._cache.items())[:7])}
             self._highlighter = self._cache[path]
             self.virtual_size = Size(0, len(self._highlighter.lines))
         self.set_reactive(SourcePane.cursor_line, line)
-        self._center(line)
+        # Scroll once the new virtual size has been laid out, or the offset gets clamped.
+        self.call_after_refresh(self._center, line)
         self.refresh()
 
     def _center(self, line: int) -> None:
@@ -68,7 +69,8 @@ class SourcePane(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         index = int(self.scroll_y) + y
         if self._highlighter is None:
-            text = Text(self._note if y == 0 else "", style="dim italic")
+            text = Text(self._note.split(": ", 1)[y] if y < len(self._note.split(": ", 1)) else "",
+                        style="dim italic")
         elif index >= len(self._highlighter.lines):
             return Strip.blank(width, self.rich_style)
         else:

@@ -1,0 +1,33 @@
+"""Driving the app headless: open a run at a call, press keys, wait for the panes."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+from textual.pilot import Pilot
+
+from tvis_tui.app import make_app
+
+
+async def settle(pilot: Pilot) -> None:
+    """Let key handlers, store-reading workers and the messages they post all finish."""
+    for _ in range(3):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+@asynccontextmanager
+async def opened(path: Path, start: int | None = None, size: tuple[int, int] = (120, 36)) -> AsyncIterator[Pilot]:
+    app = make_app(path, start=start)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield pilot
+
+
+async def press(pilot: Pilot, *keys: str) -> None:
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)

@@ -1,0 +1,100 @@
+"""Every stepping key, from a known call, lands on the call a debugger user expects.
+
+Seqs in the fixture run (13 calls a step): step 1 is 1 loader, 2 model, 3 conv1, 4 relu,
+5 blocks, 6 blocks.0, 7 blocks.0.fc, 8 blocks.1, 9 blocks.1.fc, 10 head, 11 criterion,
+12 backward, 13 optimizer.step; step 2 is 14-26; step 3 is 27-39 with NaN from 36 (head).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pilot import opened, press
+from screen_text import screen_text
+
+CASES = [
+    # keys, start, expected seq
+    (["s"], 1, 2), (["f11"], 1, 2), (["S"], 2, 1),
+    (["n"], 2, 11), (["f10"], 6, 8), (["N"], 11, 2), (["shift+f10"], 8, 6), (["N"], 3, 2),
+    (["f"], 7, 8), (["r"], 9, 10), (["shift+f11"], 3, 11),
+    (["F"], 7, 6), (["u"], 6, 5),
+    (["c"], 1, 36), (["f5"], 36, 37), (["C"], 39, 37), (["shift+f5"], 37, 36),
+    (["o"], 1, 13), (["O"], 20, 13),
+    (["right_square_bracket"], 5, 14), (["left_square_bracket"], 20, 1),
+    (["1"], 20, 14), (["2"], 14, 15), (["3"], 14, 24), (["4"], 14, 25), (["5"], 14, 26),
+    (["exclamation_mark"], 1, 36),
+    (["t"], 3, 4), (["ctrl+f10"], 4, 16), (["T"], 17, 16),
+    (["g", *"30", "enter"], 1, 30), (["colon", *"7", "enter"], 1, 7), (["g", *"abc", "enter"], 5, 5),
+    (["g", *"999", "enter"], 5, 5), (["g", "escape"], 5, 5),
+    (["slash", *"head", "enter"], 1, 10), (["slash", *"head", "enter", "semicolon"], 1, 23),
+    (["slash", *"head", "enter", "semicolon", "comma"], 1, 10), (["slash", *"blocks.1.fc", "enter"], 20, 22),
+    (["g", *"30", "enter", "less_than_sign"], 1, 1), (["g", *"30", "enter", "alt+left", "alt+right"], 1, 30),
+    (["g", *"30", "enter", "less_than_sign", "greater_than_sign"], 1, 30),
+    (["S"], 1, 1), (["s"], 39, 39), (["F"], 1, 1), (["e"], 4, 4),
+]
+
+
+@pytest.mark.parametrize("keys,start,expected", CASES, ids=[f"{'+'.join(k)}@{s}" for k, s, _ in CASES])
+async def test_stepping_key_lands_on_expected_call(healthy_run, keys, start, expected):
+    async with opened(healthy_run, start) as pilot:
+        await press(pilot, *keys)
+        assert pilot.app.screen.seq == expected
+        assert f"call {expected} of 39" in screen_text(pilot.app)
+
+
+async def test_failure_key_and_crashed_run_opens_at_failing_call(crashed_run):
+    async with opened(crashed_run) as pilot:
+        text = screen_text(pilot.app)
+        assert pilot.app.screen.seq == 22
+        assert "raised: RuntimeError" in text and "blocks.1.fc" in text
+        await press(pilot, "g", "3", "enter")
+        await press(pilot, "e")
+        assert pilot.app.screen.seq == 22
+
+
+@pytest.mark.parametrize("pane", ["#source", "#inspector", "#tree"])
+async def test_stepping_keys_work_from_every_pane(healthy_run, pane):
+    async with opened(healthy_run, 2) as pilot:
+        pilot.app.screen.query_one(pane).focus()
+        await press(pilot, "n", "s", "S")
+        assert pilot.app.screen.seq == 11
+
+
+async def test_refresh_shows_calls_committed_after_opening(tmp_path):
+    """A run another process is still writing opens, and ctrl+r shows what it added since."""
+    code = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from conftest import write_step
+        from tvis_tui.store import RunWriter
+        w = RunWriter({str(tmp_path / "live")!r})
+        w.put_meta(script="train.py", started_at="2026-12-03T00:00:00", status="running")
+        rng = np.random.default_rng(0)
+        write_step(w, 1, rng)
+        w.flush()
+        print("step", flush=True)
+        sys.stdin.readline()
+        write_step(w, 2, rng)
+        w.flush()
+        print("step", flush=True)
+        sys.stdin.readline()
+        w.close(status="ok")
+    """)
+    writer = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "step"
+        async with opened(tmp_path / "live") as pilot:
+            assert "call 1 of 13" in screen_text(pilot.app)
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline().strip() == "step"
+            await press(pilot, "ctrl+r", "g", *"20", "enter")
+            assert "call 20 of 26" in screen_text(pilot.app)
+    finally:
+        writer.communicate("go\n", timeout=30)

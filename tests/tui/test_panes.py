@@ -1,0 +1,157 @@
+"""The panes follow the current call, and each pane's own keys do what they say."""
+
+from __future__ import annotations
+
+from conftest import MODEL, line_of
+from pilot import opened, press
+from screen_text import screen_text
+
+from tvis_tui.screens.help import HelpScreen
+from tvis_tui.screens.values import ValuesScreen
+from tvis_tui.widgets.call_tree import CallTree
+from tvis_tui.widgets.source_pane import SourcePane
+
+
+async def test_every_pane_shows_the_current_call(healthy_run):
+    async with opened(healthy_run, 10) as pilot:
+        text = screen_text(pilot.app)
+        tree = pilot.app.screen.query_one(CallTree)
+        assert tree.rows[tree.cursor].key == ("call", 10)
+        assert f"model.py:{line_of(MODEL, 'self.head(x)')}" in text
+        assert "return self.head(x)" in text
+        assert "[4, 512]" in text and "[4, 10]" in text  # inspector: input and output shapes
+        assert "step 1" in text and "forward" in text and "call 10 of 39" in text
+
+
+async def test_nan_output_is_flagged_in_tree_inspector_and_status(healthy_run):
+    async with opened(healthy_run, 36) as pilot:
+        text = screen_text(pilot.app)
+        assert "head Linear NaN" in text
+        assert "NaN/Inf in output" in text
+        assert "14/0" in text  # 40 values, every third one NaN
+
+
+async def test_source_pane_shows_shapes_beside_the_lines_that_made_them(healthy_run):
+    async with opened(healthy_run, 3) as pilot:
+        pane = pilot.app.screen.query_one(SourcePane)
+        assert pane.shapes[line_of(MODEL, "self.conv1(images)")] == "[4, 8, 8, 8]"
+        assert pane.shapes[line_of(MODEL, "self.head(x)")] == "[4, 10]"
+        assert "# [4, 10]" in screen_text(pilot.app)
+
+
+async def test_call_without_source_snapshot_says_so(healthy_run):
+    async with opened(healthy_run, 6) as pilot:
+        text = screen_text(pilot.app)
+        assert "source not recorded" in text and "/torch/nn/modules/container.py:250" in text
+
+
+async def test_tree_cursor_moves_every_pane(healthy_run):
+    async with opened(healthy_run, 2) as pilot:
+        await press(pilot, "down")
+        assert pilot.app.screen.seq == 3
+        await press(pilot, "j", "j")
+        assert pilot.app.screen.seq == 5
+        assert "call 5 of 39" in screen_text(pilot.app)
+        await press(pilot, "k", "up")
+        assert pilot.app.screen.seq == 3
+
+
+async def test_tree_expands_and_collapses_lazily(healthy_run):
+    async with opened(healthy_run, 5) as pilot:
+        tree = pilot.app.screen.query_one(CallTree)
+        assert ("call", 6) in [r.key for r in tree.rows] and ("call", 7) not in [r.key for r in tree.rows]
+        await press(pilot, "j", "right")  # cursor on blocks.0
+        assert ("call", 7) in [r.key for r in tree.rows]
+        await press(pilot, "left")
+        assert ("call", 7) not in [r.key for r in tree.rows]
+        await press(pilot, "l", "enter")
+        assert ("call", 7) not in [r.key for r in tree.rows]
+        await press(pilot, "space")
+        assert ("call", 7) in [r.key for r in tree.rows]
+        await press(pilot, "h", "h")  # on a collapsed leaf's parent row: go up to `blocks`
+        assert pilot.app.screen.seq == 5
+
+
+async def test_tree_paging_keys(healthy_run):
+    async with opened(healthy_run, 1, size=(80, 24)) as pilot:
+        await press(pilot, "end")
+        tree = pilot.app.screen.query_one(CallTree)
+        assert tree.cursor == len(tree.rows) - 1
+        await press(pilot, "home")
+        assert tree.cursor == 0
+        await press(pilot, "pagedown")
+        assert tree.cursor > 5
+        await press(pilot, "pageup")
+        assert tree.cursor == 0
+
+
+async def test_source_cursor_then_run_to_line(healthy_run):
+    async with opened(healthy_run, 2) as pilot:
+        pilot.app.screen.query_one(SourcePane).focus()
+        await press(pilot, "down")  # model(images) line -> criterion line
+        pane = pilot.app.screen.query_one(SourcePane)
+        assert pane.cursor_line == pane.line + 1
+        await press(pilot, "t")
+        assert pilot.app.screen.seq == 11  # criterion, called from the cursor's line
+        await press(pilot, "j", "k", "up", "pagedown", "pageup")
+        assert pane.cursor_line == 1
+
+
+async def test_help_lists_every_key_and_closes(healthy_run):
+    async with opened(healthy_run, 1, size=(120, 60)) as pilot:
+        await press(pilot, "question_mark")
+        assert isinstance(pilot.app.screen, HelpScreen)
+        text = screen_text(pilot.app)
+        assert "Step into: the next call" in text and "Shift+F11" in text
+        await press(pilot, "escape")
+        assert not isinstance(pilot.app.screen, HelpScreen)
+        await press(pilot, "f1")
+        assert isinstance(pilot.app.screen, HelpScreen)
+
+
+async def test_values_view_pages_and_slices(healthy_run):
+    async with opened(healthy_run, 3) as pilot:  # conv1: output [4, 8, 8, 8] stored
+        pilot.app.screen.query_one("#inspector").focus()
+        await press(pilot, "down", "enter")
+        assert isinstance(pilot.app.screen, ValuesScreen)
+        assert "[0, 0, :, :]" in screen_text(pilot.app)
+        await press(pilot, "plus")
+        assert "[1, 0, :, :]" in screen_text(pilot.app)
+        await press(pilot, "minus", "minus")
+        assert "[3, 0, :, :]" in screen_text(pilot.app)
+        await press(pilot, "i", *["backspace"] * 20, *"2, :, 3", "enter")
+        assert "[2, :, 3, :]" in screen_text(pilot.app) and "→ [8, 8]" in screen_text(pilot.app)
+        await press(pilot, "colon", *["backspace"] * 20, *"1", "enter")
+        assert "slices show 2 dimensions" not in screen_text(pilot.app)
+        assert "[2, :, 3, :]" in screen_text(pilot.app)  # a 3-D slice is refused
+        await press(pilot, "escape")
+        assert not isinstance(pilot.app.screen, ValuesScreen)
+        await press(pilot, "v")
+        assert isinstance(pilot.app.screen, ValuesScreen)
+        await press(pilot, "q")
+        assert pilot.app.screen.seq == 3
+
+
+async def test_slot_without_values_does_not_open_a_view(healthy_run):
+    async with opened(healthy_run, 12) as pilot:  # backward: param grad, values not kept
+        pilot.app.screen.query_one("#inspector").focus()
+        await press(pilot, "down", "enter")
+        assert not isinstance(pilot.app.screen, ValuesScreen)
+
+
+async def test_picker_lists_newest_first_and_opens_runs(runs_dir):
+    async with opened(runs_dir) as pilot:
+        text = screen_text(pilot.app)
+        assert text.index("20261202-093000-train") < text.index("20261201-100000-train")
+        assert "crashed" in text and "ok" in text
+        await press(pilot, "ctrl+r", "down", "enter")
+        assert "call 1 of 39" in screen_text(pilot.app)
+        await press(pilot, "escape", "up", "enter")
+        assert "call 22 of 22" in screen_text(pilot.app)
+
+
+async def test_q_quits(healthy_run):
+    async with opened(healthy_run) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        assert not pilot.app.is_running
