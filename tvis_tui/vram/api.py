@@ -55,7 +55,7 @@ class Api:
                 alias = text(item.child_by_field_name("alias"))
             else:
                 name = alias = text(item)
-            if module.startswith("."):
+            if module.startswith(".") or self.facts.has_sibling(module):
                 scope.set(alias, self.facts.sibling(module, name, self))
             else:
                 scope.set(alias, torchlib.ref(f"{module}.{name}"))
@@ -75,7 +75,7 @@ class Api:
             if name in obj.attrs:
                 return obj.attrs[name]
             if obj.cls is not None and name in obj.cls.methods:
-                return Function(obj.cls.methods[name], self.globals, obj)
+                return Function(obj.cls.methods[name], obj.cls.scope, obj)
             if obj.cls is not None and name in obj.cls.fields:
                 return obj.cls.fields[name]
             return Native(name, torchlib.module_method, obj)
@@ -83,7 +83,7 @@ class Api:
             if name in obj.attrs:
                 return obj.attrs[name]
             if obj.cls is not None and name in obj.cls.methods:
-                return Function(obj.cls.methods[name], self.globals, obj)
+                return Function(obj.cls.methods[name], obj.cls.scope, obj)
             if obj.cls is not None and name in obj.cls.fields:
                 return obj.cls.fields[name]
             return Native(name, torchlib.object_method, obj)
@@ -91,7 +91,7 @@ class Api:
             if name in obj.fields:
                 return obj.fields[name]
             if name in obj.methods:
-                return Function(obj.methods[name], self.globals)
+                return Function(obj.methods[name], obj.scope)
             return Unknown(f"{obj.name}.{name}")
         if isinstance(obj, (Optimizer, Loader, Param, Context)):
             return Native(name, torchlib.object_method, obj)
@@ -126,7 +126,7 @@ class Api:
         if isinstance(fn, Ref):
             return torchlib.call(self, fn.path, args, kwargs, node)
         if isinstance(fn, Instance) and fn.cls is not None and "__call__" in fn.cls.methods:
-            return self.interp.call_function(Function(fn.cls.methods["__call__"], self.globals, fn),
+            return self.interp.call_function(Function(fn.cls.methods["__call__"], fn.cls.scope, fn),
                                              args, kwargs)
         return Unknown("call")
 
@@ -141,7 +141,7 @@ class Api:
             if self.facts.should_checkpoint(module):
                 return torchlib.checkpoint(self, module, args, kwargs, line_no)
             if module.cls is not None and "forward" in module.cls.methods:
-                fn = Function(module.cls.methods["forward"], self.globals, module)
+                fn = Function(module.cls.methods["forward"], module.cls.scope, module)
                 return self.interp.call_function(fn, args, kwargs)
             if module.kind in LOSSES:
                 return functional_call(self, LOSSES[module.kind], args, kwargs, line_no)

@@ -76,6 +76,7 @@ class Facts:
     tied: bool = False
     repeated: set[int] = field(default_factory=set)
     _tape: Any = None
+    _siblings: dict[str, Any] = field(default_factory=dict)
 
     # names that carry sizes ---------------------------------------------------------------
     def override(self, name: str, value: Any) -> Any:
@@ -209,12 +210,26 @@ class Facts:
                     self.accumulation, self.accumulation_line = value, line(mod)
                     return
 
+    def has_sibling(self, module: str) -> bool:
+        return self._sibling_path(module).is_file()
+
+    def _sibling_path(self, module: str) -> Path:
+        return self.path.parent / (module.lstrip(".").replace(".", "/") + ".py")
+
     def sibling(self, module: str, name: str, api: Any) -> Any:
-        """`from .model import GPT`: read the sibling file and take `name` from it."""
-        path = self.path.parent / (module.lstrip(".").replace(".", "/") + ".py")
-        tree = read_tree(path) if module.lstrip(".") else None
-        if tree is None:
+        """`from model import GPT` or `from .model import GPT` next to the script: read
+        that file's definitions and take `name` from it (each file once)."""
+        key = module.lstrip(".")
+        if key not in self._siblings:
+            self._siblings[key] = None  # a file importing itself back reads as unknown
+            tree = read_tree(self._sibling_path(module)) if key else None
+            self._siblings[key] = self._read_sibling(tree, api) if tree is not None else None
+        scope = self._siblings[key]
+        if scope is None:
             return Unknown(f"{module}.{name}")
+        return scope.vars.get(name, UNKNOWN)
+
+    def _read_sibling(self, tree: Any, api: Any) -> Any:
         from tvis_tui.vram.interp import Scope
 
         scope = Scope(api.globals.parent)
@@ -222,7 +237,7 @@ class Facts:
             if stmt.type in ("class_definition", "function_definition", "decorated_definition",
                              "import_statement", "import_from_statement", "expression_statement"):
                 api.interp.exec_stmt(stmt, scope)
-        return scope.vars.get(name, UNKNOWN)
+        return scope
 
 
 def held_tensors(scopes: list, host_data: bool) -> list[Tensor]:

@@ -139,7 +139,7 @@ class Interp:
                 methods = {**base.methods, **methods}
                 fields = {**base.fields, **fields}
         scope.set(name, UserClass(name, node, bases, methods, fields, is_module,
-                                  "dataclass" in " ".join(decorators)))
+                                  "dataclass" in " ".join(decorators), scope))
 
     def _s_decorated_definition(self, node: Node, scope: Scope) -> None:
         definition = node.child_by_field_name("definition")
@@ -264,14 +264,14 @@ class Interp:
             obj = Instance(cls, dict(cls.fields) if cls.is_dataclass else {})
         init = cls.methods.get("__init__")
         if init is not None:
-            self.call_function(Function(init, self.api.globals, obj), args, kwargs)
+            self.call_function(Function(init, cls.scope, obj), args, kwargs)
         elif cls.is_dataclass:
             for name, value in zip(list(cls.fields), args):
                 obj.attrs[name] = value
             obj.attrs.update(kwargs)
         post = cls.methods.get("__post_init__")
         if post is not None:
-            self.call_function(Function(post, self.api.globals, obj), [], {})
+            self.call_function(Function(post, cls.scope, obj), [], {})
         return obj
 
     def run_module(self, root: Node, scope: Scope) -> None:

@@ -17,7 +17,9 @@ from tvis_tui.vram.facts import Settings
 from tvis_tui.vram.verdict import FITS_FRACTION
 
 MIN_SAVING = 1 << 20
-"""Changes saving less than 1 MiB are not worth a line."""
+"""Changes saving less than 1 MiB, or less than MIN_SHARE of the tensor peak, are not
+worth a line."""
+MIN_SHARE = 0.02
 MAX_SECONDS = 2.0
 """Time for trying changes; on scripts too long to re-read quickly fewer are tried."""
 FSDP_GPUS = 8
@@ -141,7 +143,7 @@ def suggest(base: Estimate, usable: int, max_rounds: int = 6) -> list[Suggestion
             tried = _try(cand, current)
             if tried and (best is None or tried[1].peak_bytes < best[1].peak_bytes):
                 best = (cand, tried[1])
-        if best is None or current.peak_bytes - best[1].peak_bytes < MIN_SAVING:
+        if best is None or current.peak_bytes - best[1].peak_bytes < _threshold(base):
             break
         cand, after = best
         out.append(Suggestion(cand.describe(current), current.peak_bytes - after.peak_bytes,
@@ -160,11 +162,15 @@ def _all_single(base: Estimate) -> list[Suggestion]:
         if time.monotonic() > deadline:
             break
         tried = _try(cand, base)
-        if tried and base.peak_bytes - tried[1].peak_bytes >= MIN_SAVING:
+        if tried and base.peak_bytes - tried[1].peak_bytes >= _threshold(base):
             after = tried[1]
             found.append(Suggestion(cand.describe(base), base.peak_bytes - after.peak_bytes,
                                     cand.line(base), after.peak_bytes))
     return sorted(found, key=lambda s: -s.saves_bytes)
+
+
+def _threshold(base: Estimate) -> int:
+    return max(MIN_SAVING, int(base.tensor_bytes * MIN_SHARE))
 
 
 def _try(cand: _Candidate, current: Estimate) -> tuple[Settings, Estimate] | None:

@@ -259,7 +259,7 @@ def _inner(api: Any, fn: Module, args: list, kwargs: dict, at: int) -> Any:
     from tvis_tui.vram.values import Function
 
     if fn.cls is not None and "forward" in fn.cls.methods:
-        return api.interp.call_function(Function(fn.cls.methods["forward"], api.globals, fn),
+        return api.interp.call_function(Function(fn.cls.methods["forward"], fn.cls.scope, fn),
                                         list(args), kwargs)
     return forward(api.tape, fn, list(args), kwargs, at)
 

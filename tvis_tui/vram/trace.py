@@ -45,6 +45,7 @@ def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from tvis_tui.vram.oncpu import cuda_as_cpu
     from tvis_tui.vram.tracker import StorageTracker
 
     path = Path(path).resolve()
@@ -94,7 +95,7 @@ def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
     torch.autograd.backward = counting_backward
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
     try:
-        with torch.autograd.graph.saved_tensors_hooks(tracker.pack, lambda t: t):
+        with cuda_as_cpu(), torch.autograd.graph.saved_tensors_hooks(tracker.pack, lambda t: t):
             if fake_mode is not None:
                 with fake_mode, tracker:
                     runpy.run_path(str(path), run_name="__main__")

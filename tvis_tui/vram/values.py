@@ -127,6 +127,7 @@ class UserClass:
     fields: dict[str, Any]
     is_module: bool
     is_dataclass: bool
+    scope: Any = None
 
 
 @dataclass(eq=False)

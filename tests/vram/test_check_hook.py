@@ -1,0 +1,31 @@
+"""The verdict as a `tvis check --gpu` finding."""
+
+from __future__ import annotations
+
+import pytest
+
+from tvis_tui.errors import TvisError
+from tvis_tui.vram.check_hook import vram_findings
+
+
+def test_findings_shape_and_severity(script, tmp_path):
+    plain = tmp_path / "util.py"
+    plain.write_text("def add(a, b):\n    return a + b\n")
+    found = vram_findings([script("gpt_sdpa"), str(plain)], "rtx3060")
+    assert len(found) == 1
+    f = found[0]
+    assert set(f) == {"path", "line", "column", "rule", "severity", "category", "message"}
+    assert (f["rule"], f["category"], f["severity"], f["line"]) == ("TV900", "memory", "info", 101)
+    assert f["message"].startswith("fits on NVIDIA GeForce RTX 3060 12GB: estimated peak")
+
+
+def test_does_not_fit_is_an_error_with_the_biggest_saving(fixture):
+    f = vram_findings([fixture("big_lm")], "a100-40gb")[0]
+    assert f["severity"] == "error" and f["line"] == 40
+    assert f["message"].startswith("does not fit on NVIDIA A100 40GB: estimated peak")
+    assert "biggest saving:" in f["message"] and "saves" in f["message"]
+
+
+def test_unknown_gpu_raises_one_line_error(script):
+    with pytest.raises(TvisError, match="unknown GPU 'nope'"):
+        vram_findings([script("mlp")], "nope")

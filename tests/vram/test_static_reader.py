@@ -1,0 +1,57 @@
+"""What the static reader takes from scripts written in different styles."""
+
+from __future__ import annotations
+
+import pytest
+
+from tvis_tui.vram.estimate import estimate
+from tvis_tui.vram.facts import Settings
+
+
+@pytest.mark.parametrize("name, model, batch", [
+    ("mlp", "Sequential", (256, 1024)),            # top level, batch from a constant
+    ("cnn", "Net", (128, 3, 32, 32)),               # Net(...).to(device), argparse, DataLoader
+    ("resnet", "ResNet", (64, 3, 32, 32)),          # function defaults, nested blocks
+    ("unet", "UNet", (8, 3, 64, 64)),               # config dict
+    ("gpt_sdpa", "GPT", (16, 128)),                 # GPT(GPTConfig(...))
+    ("gpt_manual", "LM", (8, 256)),                 # argparse sizes, checkpoint()
+    ("lstm", "RNNModel", (32, 64)),                 # forward(x, hidden)
+    ("lm_noflash", "Sequential", (12, 192)),        # module constants, slicing
+])
+def test_every_bundled_script_is_followed(script, name, model, batch):
+    est = estimate(script(name))
+    assert est.confidence == "high", est.assumptions
+    assert est.facts.model.kind == model
+    assert est.facts.inputs[0].shape == batch
+    assert est.breakdown["activations"] > 0
+
+
+def test_settings_read_from_scripts(script):
+    assert estimate(script("resnet")).facts.autocast == "bfloat16"
+    assert estimate(script("unet")).facts.accumulation == 4
+    assert estimate(script("gpt_manual")).facts.checkpoint_line == 61
+    assert estimate(script("gpt_sdpa")).facts.tied
+    assert [o.kind for o in estimate(script("lstm")).facts.optimizers] == ["SGD"]
+
+
+def test_weight_tying_counts_the_shared_matrix_once(script):
+    params = estimate(script("gpt_sdpa")).facts.model.params()
+    # 4 blocks of 12*256^2 + 13*256, embeddings 4096*256 (tied) + 128*256, final norm.
+    blocks = 4 * (12 * 256 * 256 + 13 * 256)
+    assert sum(p.numel for p in params) == blocks + 4096 * 256 + 128 * 256 + 2 * 256
+
+
+def test_sibling_module_and_known_models(fixture):
+    sibling = estimate(fixture("sibling/train"))
+    assert sibling.facts.model.kind == "Net" and sibling.facts.inputs[0].shape == (128, 256)
+    vision = estimate(fixture("torchvision_finetune"))
+    assert vision.facts.model.known_params == 25_557_032 - 2049 * 990
+    lm = estimate(fixture("hf_finetune"))
+    assert lm.facts.model.kind == "gpt2" and lm.confidence == "medium"
+
+
+def test_cpu_and_cuda_differ_only_where_kernels_do(script):
+    cuda = estimate(script("mlp"))
+    cpu = estimate(script("mlp"), Settings(device="cpu"))
+    assert cpu.breakdown["cuda_context"] == 0 and cuda.breakdown["cuda_context"] > 0
+    assert cpu.tensor_bytes == cuda.tensor_bytes  # no dropout, no foreach temporaries for SGD

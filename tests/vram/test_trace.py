@@ -1,0 +1,52 @@
+"""`--trace`: the script itself on fake tensors, against the same script on real ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tvis_tui.cli import main
+from tvis_tui.vram.estimate import estimate
+from tvis_tui.vram.facts import Settings
+from tvis_tui.vram.trace import trace
+
+pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("name", ["gpt_sdpa", "lstm", "cnn"])
+def test_fake_trace_matches_real_tensors_and_the_static_estimate(script, name):
+    fake = trace(script(name))
+    real = trace(script(name), fake=False)
+    assert fake.error is None and len(fake.step_peaks) == 2
+    assert fake.peak_bytes == pytest.approx(real.peak_bytes, rel=0.03)
+    assert sum(fake.parts.values()) == fake.peak_bytes
+    static = estimate(script(name), Settings(device="cpu")).tensor_bytes
+    assert static == pytest.approx(real.peak_bytes, rel=0.10)
+
+
+def test_trace_cli_json_with_script_arguments(script, capsys):
+    assert main(["vram", script("gpt_manual"), "--trace", "--format", "json",
+                 "--script-args", "--batch-size 2 --layers 2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["confidence"] == "exact (traced)"
+    assert doc["breakdown"]["parameters"] > 0 and doc["breakdown"]["optimizer_state"] > 0
+    small = trace(script("gpt_manual"), ["--batch-size", "2", "--layers", "2"])
+    tensors = doc["peak_bytes"] - doc["breakdown"]["cuda_context"] - doc["breakdown"]["allocator_overhead"]
+    assert tensors == small.peak_bytes
+
+
+def test_a_script_that_fails_under_trace_is_a_one_line_error(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nraise ValueError('no data here')\n")
+    assert main(["vram", str(bad), "--trace"]) == 2
+    err = capsys.readouterr().err
+    assert "ValueError: no data here" in err and err.count("\n") == 1
+
+
+def test_cuda_script_traces_on_a_machine_without_cuda(fixture):
+    traced = trace(fixture("cuda_only"))
+    assert traced.error is None and len(traced.step_peaks) == 2
+    static = estimate(fixture("cuda_only"), Settings(device="cpu"))
+    assert static.facts.autocast == "bfloat16" and static.facts.scaler_line == 7
+    assert static.tensor_bytes == pytest.approx(traced.peak_bytes, rel=0.10)
