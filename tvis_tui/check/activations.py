@@ -100,12 +100,15 @@ def _forward_output(ctx: "Context", cls, depth: int) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
-def loss_input(ctx: "Context", call: Call, losses: frozenset[str]) -> Node | None:
-    """The prediction argument of `call` when it calls one of `losses` (module classes or
-    functional losses, by qualified name)."""
-    if call.has_splat or ctx.loss_of_call(call) not in losses:
-        return None
-    return call.arg(0, "input")
+def loss_inputs(ctx: "Context", losses: frozenset[str]) -> list[tuple[Call, Node]]:
+    """(call, prediction argument) for each call of one of `losses` (module classes or
+    functional losses, by qualified name) whose arguments are all visible."""
+    found = []
+    for call, qual in ctx.loss_calls():
+        prediction = call.arg(0, "input") if qual in losses and not call.has_splat else None
+        if prediction is not None:
+            found.append((call, prediction))
+    return found
 
 
 def describe(kind: str) -> str:

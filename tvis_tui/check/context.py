@@ -16,6 +16,12 @@ from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import dotted, text, unwrap
 
 
+BUILTINS = frozenset({"print", "len", "range", "enumerate", "zip", "isinstance", "super", "int",
+                      "float", "str", "list", "dict", "tuple", "set", "min", "max", "sum",
+                      "sorted", "getattr", "setattr", "hasattr", "open", "iter", "next", "type",
+                      "abs", "round", "any", "all", "map", "filter", "repr", "format", "bool"})
+
+
 class Context:
     """What one rule sees of one file (and, through `project`, of every checked file)."""
 
@@ -108,6 +114,14 @@ class Context:
     def loss_class(self, node: Node | None) -> str | None:
         return self.project.loss_class(self.file, node)
 
+    def loss_calls(self) -> list[tuple[Call, str]]:
+        """(call, loss qualname) for every call of a loss module or functional loss here."""
+        key = ("loss_calls", id(self.file))
+        if key not in self.project.memo:
+            found = [(call, self.loss_of_call(call)) for call in self.index.calls]
+            self.project.memo[key] = [(call, qual) for call, qual in found if qual]
+        return self.project.memo[key]
+
     def loss_of_call(self, call: Call) -> str | None:
         """`torch.nn.CrossEntropyLoss` when `call` runs a loss module (`crit(out, y)`,
         `self.criterion(...)`), `torch.nn.functional.cross_entropy` for a functional loss."""
@@ -123,6 +137,14 @@ class Context:
         if qual is not None and qual.startswith("torch.nn.functional."):
             return qual if qual.rsplit(".", 1)[-1] in FUNCTIONAL_LOSSES else None
         if qual is not None and qual.startswith("torch."):
+            return None
+        # Loss modules are called as `crit(...)`, `self.crit(...)`, `Loss()(...)` or
+        # `crit.forward(...)`; skipping other method calls keeps this cheap on big files.
+        if call.method is not None and call.method != "forward" and \
+                (call.receiver is None or call.receiver.type != "identifier"
+                 or call.receiver.text != b"self"):
+            return None
+        if call.method is None and call.name in BUILTINS:
             return None
         target = call.receiver if call.method == "forward" else call.func
         return self.loss_class(target)

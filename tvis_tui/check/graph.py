@@ -100,9 +100,14 @@ def _returns_graph(ctx: "Context", ref, depth: int) -> bool:
     """Whether a project function returns a tensor with a graph (`return loss_fn(...)`)."""
     from tvis_tui.check.context import Context
 
-    other = Context(ctx.project, ref.file, ctx.rule)
-    return any(carries_graph(other, ret.named_children[0], ret, depth + 1)
-               for ret in returns_of(ref.region.node) if ret.named_children)
+    key = ("returns_graph", id(ref.region.node))
+    memo = ctx.project.memo
+    if key not in memo:
+        memo[key] = False  # recursion guard
+        other = Context(ctx.project, ref.file, ctx.rule)
+        memo[key] = any(carries_graph(other, ret.named_children[0], ret, depth + 1)
+                        for ret in returns_of(ref.region.node) if ret.named_children)
+    return memo[key]
 
 
 def _name_carries(ctx: "Context", name: Node, at: Node, depth: int) -> bool:

@@ -110,6 +110,14 @@ class Project:
         node = unwrap(node)
         if node is None or depth > MAX_DEPTH:
             return None
+        if depth == 0:  # memoise whole answers only: deeper ones may be cut short by depth
+            key = ("type_of", id(fm), node.id)
+            if key not in self.memo:
+                self.memo[key] = self._type_of(fm, node, 0)
+            return self.memo[key]
+        return self._type_of(fm, node, depth)
+
+    def _type_of(self, fm: FileModel, node: Node, depth: int) -> str | None:
         if node.type == "call":
             return self._type_of_call(fm, node, depth)
         if node.type == "identifier" and text(node) == "self":

@@ -22,6 +22,8 @@ class Symbols:
         self.imports: dict[str, str] = {}
         self.bindings: dict[tuple[Region, str], list[tuple[Node, Node | None]]] = {}
         self._params: dict[int, set[str]] = {}
+        self._qualnames: dict[int, str | None] = {}
+        self._top_names: set[str] | None = None
         for node in index.import_nodes:
             self._add_import(node)
         for node in index.assignments:
@@ -58,6 +60,22 @@ class Symbols:
         Names that are not imported resolve to themselves only when they are defined as a
         class or function in this file (so `Net` -> `Net`); anything else is None.
         """
+        if node is None:
+            return None
+        key = node.id
+        if key not in self._qualnames:
+            self._qualnames[key] = self._qualname(node)
+        return self._qualnames[key]
+
+    def _qualname(self, node: Node) -> str | None:
+        head = unwrap(node)
+        while head is not None and head.type == "attribute":
+            head = head.child_by_field_name("object")
+        if head is None or head.type != "identifier":
+            return None
+        name = text(head)
+        if name not in self.imports and not self._defined_here(name):
+            return None  # the common case (`self.fc`, `x.view`): answer before building
         chain = dotted(unwrap(node))
         if chain is None:
             return None
@@ -76,9 +94,11 @@ class Symbols:
         return name if self._defined_here(name) else None
 
     def _defined_here(self, name: str) -> bool:
-        index = self.index
-        return any(r.name == name for r in index.classes) or any(
-            r.name == name and r.parent is index.module for r in index.functions)
+        if self._top_names is None:
+            index = self.index
+            self._top_names = {r.name for r in index.classes} | {
+                r.name for r in index.functions if r.parent is index.module}
+        return name in self._top_names
 
     # -- assignments -----------------------------------------------------------------------
     def _add_assignment(self, node: Node) -> None:

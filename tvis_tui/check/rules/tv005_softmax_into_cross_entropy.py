@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tvis_tui.check.activations import LOG_SOFTMAX, SOFTMAX, loss_input, output_kind
+from tvis_tui.check.activations import LOG_SOFTMAX, SOFTMAX, loss_inputs, output_kind
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.rule import Rule
@@ -43,9 +43,8 @@ class SoftmaxIntoCrossEntropy(Rule):
     fix = "pass the raw logits to CrossEntropyLoss (or use NLLLoss after log_softmax)"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for call in ctx.calls:
-            prediction = loss_input(ctx, call, CROSS_ENTROPY)
-            kind = output_kind(ctx, prediction, call.node) if prediction is not None else None
+        for call, prediction in loss_inputs(ctx, CROSS_ENTROPY):
+            kind = output_kind(ctx, prediction, call.node)
             if kind == SOFTMAX:
                 yield ctx.finding(prediction, "cross-entropy applies log_softmax itself: "
                                   "this softmax output squashes the logits and stalls "

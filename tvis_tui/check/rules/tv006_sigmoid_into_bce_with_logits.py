@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tvis_tui.check.activations import SIGMOID, loss_input, output_kind
+from tvis_tui.check.activations import SIGMOID, loss_inputs, output_kind
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.rule import Rule
@@ -40,8 +40,7 @@ class SigmoidIntoBCEWithLogits(Rule):
     fix = "pass the raw logits to BCEWithLogitsLoss (drop the sigmoid)"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for call in ctx.calls:
-            prediction = loss_input(ctx, call, WITH_LOGITS)
-            if prediction is not None and output_kind(ctx, prediction, call.node) == SIGMOID:
+        for call, prediction in loss_inputs(ctx, WITH_LOGITS):
+            if output_kind(ctx, prediction, call.node) == SIGMOID:
                 yield ctx.finding(prediction, "BCEWithLogitsLoss applies sigmoid itself: "
                                   "this sigmoid output is squashed twice; pass the logits")

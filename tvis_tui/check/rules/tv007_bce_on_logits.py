@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tvis_tui.check.activations import LOGITS, loss_input, output_kind
+from tvis_tui.check.activations import LOGITS, loss_inputs, output_kind
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.rule import Rule
@@ -41,8 +41,7 @@ class BCEOnLogits(Rule):
     fix = "use BCEWithLogitsLoss on the logits (or apply torch.sigmoid first)"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        for call in ctx.calls:
-            prediction = loss_input(ctx, call, PROBABILITY_LOSSES)
-            if prediction is not None and output_kind(ctx, prediction, call.node) == LOGITS:
+        for call, prediction in loss_inputs(ctx, PROBABILITY_LOSSES):
+            if output_kind(ctx, prediction, call.node) == LOGITS:
                 yield ctx.finding(prediction, "BCELoss expects probabilities but gets raw "
                                   "logits from a linear layer; use BCEWithLogitsLoss")
