@@ -213,6 +213,9 @@ print(fc.weight.sum().item())
     assert code == 0
     assert any("RuntimeError: boom" in w for w in run.meta()["warnings"])
     assert run.meta()["steps_recorded"] == 2
+    calls = _calls(run)
+    assert all(c.duration_ns is not None for c in calls)
+    assert run.slots(calls[0].seq, "input")[0].repr == "<tensor not summarized>"
 
 
 def test_compiled_models_and_dataloader_workers_are_survived_and_reported(run_inprocess, capsys):

@@ -12,7 +12,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.slots import SlotMaker
@@ -44,11 +44,11 @@ class CallLog:
     """Numbers, nests and writes calls; knows nothing about what kind of call it is."""
 
     def __init__(self, writer: WriterThread, steps: StepTracker, max_bytes: int,
-                 memory: PeakMemory) -> None:
+                 memory: PeakMemory, warn: Callable[[str], None]) -> None:
         self.writer = writer
         self.memory = memory
         self.steps = steps
-        self.slots = SlotMaker(max_bytes)
+        self.slots = SlotMaker(max_bytes, warn)
         self._seq = itertools.count(1)
         self._thread = _ThreadState()
         self.last_seq = 0
@@ -79,25 +79,26 @@ class CallLog:
             seq=seq, parent=parent.seq if parent else 0, depth=len(stack),
             step=self.steps.step, phase=phase, kind=kind, name=name, type=type_,
             call_site=call_site, def_site=def_site, start_ns=time.time_ns(), extra=extra or {})
+        call = OpenCall(record, owner, root)
+        # On the stack before anything is written: a Ctrl-C from here on still finds it.
+        stack.append(call)
         self.writer.put_call(record)
         self.steps.note_call(seq)
         slots, _ = self.slots.make(seq, "input", inputs)
         self.writer.put_slots(seq, slots)
-        now = time.perf_counter_ns()
+        call.inputs = len(slots)
         # The hook's work so far is counted as overhead when the hook ends; the call's
         # clock starts now, so only the rest of the hook may be taken off its duration.
-        before = now - self._thread.hook_started_ns
-        call = OpenCall(record, owner, root, started_ns=now,
-                        overhead_at_start=self._thread.overhead_ns + before, inputs=len(slots))
-        stack.append(call)
+        call.started_ns = time.perf_counter_ns()
+        call.overhead_at_start = self._thread.overhead_ns + call.started_ns - self._thread.hook_started_ns
         return call
 
-    def pop(self, owner: int) -> OpenCall | None:
+    def innermost(self, owner: int) -> OpenCall | None:
         """The innermost open call if it belongs to `owner` (else None: a pre-hook was
-        skipped, e.g. while torch.compile traced), removed from the stack."""
+        skipped, e.g. while torch.compile traced). `close` takes it off the stack."""
         stack = self._thread.stack
         if stack and stack[-1].owner == owner:
-            return stack.pop()
+            return stack[-1]
         return None
 
     def close(self, call: OpenCall, ended_ns: int, outputs: Iterator[tuple[str, Any]] = iter(()),
@@ -119,7 +120,23 @@ class CallLog:
             self._failing_exc, self.failing_seq = error, record.seq
         if record.depth == 0:
             self.steps.add_phase_time(record.phase, duration)
+        stack = self._thread.stack
+        if stack and stack[-1] is call:  # written first, so an interrupt loses nothing
+            stack.pop()
         return record
+
+    def failing_call(self, exc: BaseException) -> int | None:
+        """The call in which `exc` was raised: the innermost one still open (an optimizer
+        step has no hook on its way out), else the innermost that saw it pass."""
+        if self._thread.stack:
+            return self._thread.stack[-1].record.seq
+        return self.failing_seq if exc is self._failing_exc else None
+
+    def abandon(self, error: BaseException) -> None:
+        """Close the calls an exception left open on this thread, innermost first."""
+        ended = time.perf_counter_ns()
+        while self._thread.stack:
+            self.close(self._thread.stack[-1], ended, error=error)
 
     def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> None:
         slots, _ = self.slots.make(seq, role, pairs, start)

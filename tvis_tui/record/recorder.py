@@ -61,7 +61,7 @@ class Recorder:
         self.writer = WriterThread(writer)
         self.memory = PeakMemory(self.writer.held_bytes)
         self.steps = StepTracker(self.writer, self.memory)
-        self.log = CallLog(self.writer, self.steps, max_bytes, self.memory)
+        self.log = CallLog(self.writer, self.steps, max_bytes, self.memory, self.warn)
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
         self.step_limit = step_limit
@@ -120,6 +120,10 @@ class Recorder:
         self.writer.close(**final_meta, steps_recorded=steps, step_rule=self.steps.rule,
                           warnings=list(self.warnings))
         return steps
+
+    def abandon(self, error: BaseException) -> None:
+        """Close the calls that `error` left open (they end with it as their error)."""
+        self._guard(self.log.abandon, error)
 
     # -- guard ---------------------------------------------------------------------------
 
@@ -195,7 +199,7 @@ class Recorder:
 
     def _close_module(self, module: torch.nn.Module, kwargs: dict, result: Any,
                       error: BaseException | None, ended: int) -> None:
-        call = self.log.pop(id(module))
+        call = self.log.innermost(id(module))
         if call is None:
             return
         if kwargs:
@@ -241,7 +245,7 @@ class Recorder:
         self._guard(self._close_optimizer, opt, time.perf_counter_ns())
 
     def _close_optimizer(self, opt: Any, ended: int) -> None:
-        call = self.log.pop(id(opt))
+        call = self.log.innermost(id(opt))
         if call is not None:
             self.log.close(call, ended)
         self.steps.after_optimizer_step(opt)
@@ -273,7 +277,7 @@ class Recorder:
         return call
 
     def _close_backward(self, call: OpenCall, ended: int) -> None:
-        if self.log.pop(call.owner) is None:
+        if self.log.innermost(call.owner) is None:
             return
         self.log.close(call, ended)
         if len(self.steps.optimizers):
@@ -311,7 +315,7 @@ class Recorder:
                              def_site=self.sites.def_site(type(dataset), "__getitem__"))
 
     def _close_batch(self, call: OpenCall, ended: int, batch: Any, exhausted: bool) -> None:
-        if self.log.pop(call.owner) is None:
+        if self.log.innermost(call.owner) is None:
             return
         if exhausted:
             self.log.close(call, ended, extra={"exhausted": True})
@@ -344,5 +348,5 @@ class Recorder:
                              def_site=self.sites.def_site(type(fn), "__call__", fn), inputs=inputs)
 
     def _close_function(self, call: OpenCall, ended: int, result: Any) -> None:
-        if self.log.pop(call.owner) is not None:
+        if self.log.innermost(call.owner) is not None:
             self.log.close(call, ended, leaves(result, "out"))

@@ -113,7 +113,8 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
         else:
             print(code, file=sys.stderr)
             outcome.set("crashed", 1, exception=f"SystemExit: {code}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
     except Exception as exc:
         _failed(exc, outcome, recorder)
@@ -129,8 +130,8 @@ def _failed(exc: Exception, outcome: _Outcome, recorder: Recorder) -> None:
     where = f"{_display(site.file)}:{site.line}: " if site else ""
     message = str(exc).splitlines()[0] if str(exc) else ""
     exception = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    open_calls = recorder.log.stack
-    failing = open_calls[-1].record.seq if open_calls else recorder.log.failing_seq
+    failing = recorder.log.failing_call(exc)
+    recorder.abandon(exc)
     outcome.set("crashed", 1, exception=exception, traceback=text, failing_seq=failing,
                 failing_site=f"{site.file}:{site.line}" if site else None)
     outcome.summary = f"{where}{exception}"

@@ -11,7 +11,7 @@ import dataclasses
 import weakref
 from collections import OrderedDict
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -84,8 +84,9 @@ class SlotMaker:
     are stored once and referenced by `Slot.values_from`.
     """
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, warn: Callable[[str], None]) -> None:
         self.max_bytes = max_bytes
+        self._warn = warn
         self._seen: OrderedDict[tuple, tuple[weakref.ref, Summary, tuple[int, str, int]]] = OrderedDict()
 
     def make(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0
@@ -98,7 +99,11 @@ class SlotMaker:
                 out.append((Slot(role, index, path, repr=f"… more not recorded (cap {MAX_SLOTS})"), None))
                 break
             if isinstance(value, torch.Tensor):
-                slot, values = self._tensor_slot(value, seq, role, index, path)
+                try:
+                    slot, values = self._tensor_slot(value, seq, role, index, path)
+                except Exception as exc:  # one odd tensor must not cost the whole call
+                    self._warn(f"a tensor was not summarized: {type(exc).__name__}: {exc}")
+                    slot, values = Slot(role, index, path, repr="<tensor not summarized>"), None
                 out.append((slot, values))
                 nonfinite = nonfinite or bool(slot.stats and slot.stats.nonfinite)
             else:
