@@ -15,7 +15,7 @@ def test_findings_shape_and_severity(script, tmp_path):
     assert len(found) == 1
     f = found[0]
     assert set(f) == {"path", "line", "column", "rule", "severity", "category", "message"}
-    assert (f["rule"], f["category"], f["severity"], f["line"]) == ("TV900", "memory", "info", 101)
+    assert (f["rule"], f["category"], f["severity"], f["line"]) == ("TV900", "memory", "info", 100)
     assert f["message"].startswith("fits on NVIDIA GeForce RTX 3060 12GB: estimated peak")
 
 

@@ -3,7 +3,6 @@ context managers, for Python values, script classes, modules and tensors."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from tree_sitter import Node
@@ -13,7 +12,7 @@ from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.interp import Interp, Scope
 from tvis_tui.vram.source import line, named, text
-from tvis_tui.vram.values import (UNKNOWN, Context, DType, Function, Instance, Loader, Module,
+from tvis_tui.vram.values import (UNKNOWN, Context, Function, Instance, Loader, Module,
                                   Native, Optimizer, Param, Ref, Tensor, Unknown, UserClass)
 
 _CURRENT: list["Api"] = []
@@ -211,15 +210,4 @@ class Api:
 
     def tensor_binary(self, op: str, left: Any, right: Any, node: Node) -> Any:
         return ops.binary(self.tape, op, left, right, line(node))
-
-
-def size_value(value: Any) -> int | None:
-    """An int from a value that may be a size (int, 0-d tensor or float)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 

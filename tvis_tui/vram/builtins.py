@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tvis_tui.vram.values import UNKNOWN, Function, Instance, Module, Native, Tensor, Unknown
+from tvis_tui.vram.values import UNKNOWN, Instance, Module, Native, Tensor, Unknown
 
 _PURE = {
     "int": int, "float": float, "str": str, "bool": bool, "abs": abs, "round": round,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from tvis_tui.vram import ops
 from tvis_tui.vram.tape import Tape
-from tvis_tui.vram.values import Module, Param, Tensor, Unknown
+from tvis_tui.vram.values import Module, Param, Tensor
 
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "Linear": ("in_features", "out_features", "bias"),

@@ -114,7 +114,9 @@ def optimizer_bytes(key: str, trainable: list[Param], device: str, kwargs: dict)
     if key.startswith("adam") and not key.startswith("adamw") and kwargs.get("weight_decay"):
         temp += 1
     if device == "cpu":
-        return int(per * total), int(temp * max(sizes, default=0))
+        # Adam's one-tensor step holds sqrt(v) and sqrt(v) / bias_correction at once.
+        extra = 1 if key.startswith(("adam", "nadam", "radam")) and temp else 0
+        return int(per * total), int((temp + extra) * max(sizes, default=0))
     return int(per * total), int(temp * total)
 
 

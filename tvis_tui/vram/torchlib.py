@@ -19,6 +19,9 @@ _OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adafactor", "Adam8
                "AdamW8bit", "PagedAdamW8bit", "Lion", "Adadelta", "NAdam", "RAdam", "Adamax",
                "LAMB", "SparseAdam", "PagedAdamW", "Lion8bit", "SGD8bit"}
 _CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
+_PLAIN_LAYERS = {"TransformerEncoderLayer", "Dropout", "Identity", "Flatten"}
+_PARALLEL = {"DistributedDataParallel": "ddp", "DDP": "ddp", "FullyShardedDataParallel": "fsdp",
+             "FSDP": "fsdp", "fully_shard": "fsdp"}
 _DATASETS = {"MNIST": (1, 28, 28), "FashionMNIST": (1, 28, 28), "CIFAR10": (3, 32, 32),
              "CIFAR100": (3, 32, 32), "SVHN": (3, 32, 32), "STL10": (3, 96, 96)}
 
@@ -38,72 +41,101 @@ def attribute(obj: Ref, name: str) -> Any:
     return Ref(path)
 
 
+_NOT_MINE = object()
+
+
 def call(api: Any, path: str, args: list, kwargs: dict, node: Node) -> Any:
     """Dispatch a call to a library name by the last parts of its dotted path."""
     parts = path.split(".")
-    name, at, facts = parts[-1], line(node), api.facts
+    at = line(node)
+    for handler in (_modules, _training, _data, _python):
+        value = handler(api, parts, args, kwargs, at)
+        if value is not _NOT_MINE:
+            return value
+    model = known_models.build(path, args, kwargs, at)
+    if model is not None:
+        return api.facts.on_layer(model)
+    if parts[0] == "torch":
+        return functional_call(api, parts[-1], args, kwargs, at)
+    return Unknown(path)
+
+
+def _modules(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
+    name = parts[-1]
     if name in _CONTAINERS:
         return _container(name, args, at)
     if name in LOSSES:
         return Module(name, config=dict(kwargs), line=at)
-    if name in layers.SIGNATURES or name in layers.ACTIVATIONS or name in (
-            "TransformerEncoderLayer", "Dropout", "Identity", "Flatten"):
-        if "nn" in parts or parts[0] not in ("torch",):
-            return facts.on_layer(layers.build(name, args, kwargs, at))
+    if (name in layers.SIGNATURES or name in layers.ACTIVATIONS or name in _PLAIN_LAYERS) and (
+            "nn" in parts or parts[0] != "torch"):
+        return api.facts.on_layer(layers.build(name, args, kwargs, at))
     if name == "Parameter":
         t = args[0] if args else kwargs.get("data")
         return Param(t.shape, t.dtype) if isinstance(t, Tensor) else UNKNOWN
+    return _NOT_MINE
+
+
+def _training(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
+    """Optimizers, precision, gradient modes, compilation, data parallelism, checkpointing."""
+    name, facts = parts[-1], api.facts
     if name in _OPTIMIZERS:
         module = facts.owner_of(args[0] if args else kwargs.get("params"))
         return facts.on_optimizer(Optimizer(name, module, kwargs, at))
-    if name in ("autocast",):
+    if name == "autocast":
         dtype = kwargs.get("dtype")
         return Context("autocast", dtype.name if isinstance(dtype, DType) else (
             "float16" if "cuda" in parts else None), kwargs.get("enabled", True) is not False)
-    if name in ("no_grad", "inference_mode"):
-        return Context("no_grad")
-    if name == "enable_grad":
-        return Context("enable_grad")
+    if name in ("no_grad", "inference_mode", "enable_grad"):
+        return Context("enable_grad" if name == "enable_grad" else "no_grad")
     if name == "GradScaler":
         facts.scaler_line = at
         return Instance(None, {"_kind": "scaler"})
     if name == "compile":
         facts.compile_line = at
         return args[0] if args else UNKNOWN
-    if name in ("DistributedDataParallel", "FullyShardedDataParallel", "FSDP", "DDP",
-                "fully_shard"):
-        facts.on_sharding("fsdp" if "Sharded" in name or "FSDP" in name or name == "fully_shard"
-                          else "ddp", at)
+    if name in _PARALLEL:
+        facts.on_sharding(_PARALLEL[name], at)
         return args[0] if args else UNKNOWN
     if name in ("checkpoint", "checkpoint_sequential") and "checkpoint" in parts[:-1]:
         facts.checkpoint_line = facts.checkpoint_line or at
         return checkpoint(api, args[0] if args else UNKNOWN, args[1:], kwargs, at)
+    return _NOT_MINE
+
+
+def _data(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
+    name = parts[-1]
     if name == "DataLoader":
         dataset = args[0] if args else kwargs.get("dataset")
-        batch = facts.override("batch_size", kwargs.get("batch_size", args[1] if len(args) > 1 else 1))
+        batch = api.facts.override("batch_size", kwargs.get(
+            "batch_size", args[1] if len(args) > 1 else 1))
         if not isinstance(dataset, Loader):
             return Loader(batch, UNKNOWN, at)
         return Loader(batch, dataset.sample, at, dataset.tensors)
     if name == "TensorDataset":
+        tensors = tuple(t for t in args if isinstance(t, Tensor))
         return Loader(None, tuple(Tensor(t.shape[1:], t.dtype) if isinstance(t, Tensor)
-                                  else UNKNOWN for t in args), at,
-                      tuple(t for t in args if isinstance(t, Tensor)))
+                                  else UNKNOWN for t in args), at, tensors)
     if name in _DATASETS:
         return Loader(None, (Tensor(_DATASETS[name]), Tensor((), "int64")), at)
-    if name == "ArgumentParser" or name == "add_argument_group":
+    return _NOT_MINE
+
+
+def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
+    """argparse, namespaces, dataclasses and torch.device."""
+    name = parts[-1]
+    if name == "ArgumentParser":
         return Instance(None, {"_kind": "argparse", "_dests": {}})
-    if name == "SimpleNamespace" or name == "Namespace" or name == "EasyDict":
-        return Instance(None, dict(kwargs) or (dict(args[0]) if args and isinstance(args[0], dict) else {}))
-    if name in ("dataclass", "field"):
-        return kwargs.get("default", UNKNOWN) if name == "field" else Native("dataclass", _identity)
+    if name in ("SimpleNamespace", "Namespace", "EasyDict"):
+        if kwargs:
+            return Instance(None, dict(kwargs))
+        return Instance(None, dict(args[0]) if args and isinstance(args[0], dict) else {})
+    if name == "dataclass":
+        return Native("dataclass", _identity)
+    if name == "field":
+        return kwargs.get("default", UNKNOWN)
     if name == "device":
         return args[0] if args else "cuda"
-    model = known_models.build(path, args, kwargs, at)
-    if model is not None:
-        return facts.on_layer(model)
-    if parts[0] == "torch" or parts[:2] == ["torch", "nn"]:
-        return functional_call(api, name, args, kwargs, at)
-    return Unknown(path)
+    return _NOT_MINE
 
 
 def _identity(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> Any:
@@ -122,15 +154,23 @@ def _container(kind: str, args: list, at: int) -> Module:
     return Module(kind, {"_list": [m for m in items if isinstance(m, Module)]}, line=at)
 
 
+_CASTS = {"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64"}
+
+
+def _cast_target(name: str, args: list, kwargs: dict) -> str | None:
+    """The dtype `module.half()` / `.to(torch.bfloat16)` converts parameters to, if any."""
+    if name in _CASTS:
+        return _CASTS[name]
+    if name == "to":
+        return next((a.name for a in list(args) + list(kwargs.values()) if isinstance(a, DType)), None)
+    return None
+
+
 def module_method(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> Any:
     module: Module = native.self_value
     name = native.name
-    if name in ("half", "bfloat16", "float", "double") or (name == "to" and any(
-            isinstance(a, DType) for a in list(args) + list(kwargs.values()))):
-        dtype = {"half": "float16", "bfloat16": "bfloat16", "float": "float32",
-                 "double": "float64"}.get(name)
-        if dtype is None:
-            dtype = next(a.name for a in list(args) + list(kwargs.values()) if isinstance(a, DType))
+    dtype = _cast_target(name, args, kwargs)
+    if dtype is not None:
         api.facts.on_param_dtype(module, dtype, line(node))
         return module
     if name in ("parameters", "named_parameters"):

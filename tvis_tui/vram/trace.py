@@ -8,13 +8,14 @@ kernel choices such as dropout's bool mask are not reflected.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import runpy
 import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from tvis_tui.errors import TvisError
 
@@ -41,82 +42,95 @@ class TraceResult:
 def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
           steps: int = STEPS) -> TraceResult:
     """Run `path` under the storage tracker until `steps` optimizer steps have completed."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    from tvis_tui.vram.oncpu import cuda_as_cpu
-    from tvis_tui.vram.tracker import StorageTracker
-
     path = Path(path).resolve()
     if not path.is_file():
         raise TvisError(f"cannot trace {path}: no such file")
-    tracker = StorageTracker(fake)
-    result = TraceResult()
-    optimizers: list[Any] = []
-    backwards = [0]
-
-    def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if optimizer not in optimizers:
-            optimizers.append(optimizer)
-        _note_grads(tracker, optimizers)
-        result.step_peaks.append(tracker.peak)
-        if len(result.step_peaks) >= steps:
-            result.parts = _parts(tracker, optimizers)
-            raise _Stop()
-        tracker.reset_peak()
-
-    original_backward = torch.autograd.backward
-
-    def counting_backward(*args: Any, **kwargs: Any) -> Any:
-        out = original_backward(*args, **kwargs)
-        backwards[0] += 1
-        if not optimizers and backwards[0] >= MAX_BACKWARDS:
-            result.step_peaks.append(tracker.peak)
-            result.parts = _parts(tracker, optimizers)
-            raise _Stop()
-        return out
-
-    original_swap = torch.utils.swap_tensors
-
-    def swap_or_set(t1: Any, t2: Any) -> None:
-        # Module.to()/.half() swap fake parameters, which fails while fake-tensor bookkeeping
-        # holds weak references to them; setting .data gives the same module state.
-        try:
-            original_swap(t1, t2)
-        except RuntimeError:
-            t1.data = t2.data
-
-    handle = register_optimizer_step_post_hook(after_step)
-    torch.utils.swap_tensors = swap_or_set
-    old_argv, old_path = sys.argv, list(sys.path)
-    sys.argv = [str(path)] + list(argv or [])
-    sys.path.insert(0, str(path.parent))
-    torch.autograd.backward = counting_backward
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else None
+    session = _Session(steps, fake)
     try:
-        with cuda_as_cpu(), torch.autograd.graph.saved_tensors_hooks(tracker.pack, lambda t: t):
-            if fake_mode is not None:
-                with fake_mode, tracker:
-                    runpy.run_path(str(path), run_name="__main__")
-            else:
-                with tracker:
-                    runpy.run_path(str(path), run_name="__main__")
-    except _Stop:
-        pass
-    except SystemExit:
+        with session.installed(path, argv or []):
+            runpy.run_path(str(path), run_name="__main__")
+    except (_Stop, SystemExit):
         pass
     except Exception as exc:  # the script's own failure, reported rather than raised
-        result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    finally:
-        handle.remove()
-        torch.autograd.backward = original_backward
-        torch.utils.swap_tensors = original_swap
-        sys.argv, sys.path[:] = old_argv, old_path
-    if not result.step_peaks and result.error is None:
-        result.step_peaks.append(tracker.peak)
-        result.parts = _parts(tracker, optimizers)
-    return result
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        session.result.error = f"{type(exc).__name__}: {text}"
+    if not session.result.step_peaks and session.result.error is None:
+        session.finish()
+    return session.result
+
+
+class _Session:
+    """The hooks of one traced run: optimizer steps end steps, backward calls are counted
+    for scripts without an optimizer, and fake parameters can be moved by Module.to()."""
+
+    def __init__(self, steps: int, fake: bool) -> None:
+        from tvis_tui.vram.tracker import StorageTracker
+
+        self.steps = steps
+        self.fake = fake
+        self.tracker = StorageTracker(fake)
+        self.result = TraceResult()
+        self.optimizers: list[Any] = []
+        self.backwards = 0
+
+    def finish(self) -> None:
+        """Close a step: note its peak and parts, then count the next from what is live."""
+        self.result.step_peaks.append(self.tracker.peak)
+        self.result.parts = _parts(self.tracker, self.optimizers)
+        self.tracker.reset_peak()
+
+    def after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if optimizer not in self.optimizers:
+            self.optimizers.append(optimizer)
+        _note_grads(self.tracker, self.optimizers)
+        self.finish()
+        if len(self.result.step_peaks) >= self.steps:
+            raise _Stop()
+
+    @contextlib.contextmanager
+    def installed(self, path: Path, argv: list[str]) -> Iterator[None]:
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        from tvis_tui.vram.oncpu import cuda_as_cpu
+
+        backward, swap = torch.autograd.backward, torch.utils.swap_tensors
+
+        def counting_backward(*args: Any, **kwargs: Any) -> Any:
+            out = backward(*args, **kwargs)
+            self.backwards += 1
+            if not self.optimizers and self.backwards >= MAX_BACKWARDS:
+                self.finish()
+                raise _Stop()
+            return out
+
+        def swap_or_set(t1: Any, t2: Any) -> None:
+            # Module.to()/.half() swap fake parameters, which fails while fake-tensor
+            # bookkeeping holds weak references to them; setting .data gives the same state.
+            try:
+                swap(t1, t2)
+            except RuntimeError:
+                t1.data = t2.data
+
+        handle = register_optimizer_step_post_hook(self.after_step)
+        saved_argv, saved_path = sys.argv, list(sys.path)
+        sys.argv, torch.autograd.backward = [str(path), *argv], counting_backward
+        torch.utils.swap_tensors = swap_or_set
+        sys.path.insert(0, str(path.parent))
+        modes = [FakeTensorMode(allow_non_fake_inputs=True)] if self.fake else []
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(cuda_as_cpu())
+                stack.enter_context(torch.autograd.graph.saved_tensors_hooks(
+                    self.tracker.pack, lambda t: t))
+                for mode in modes + [self.tracker]:
+                    stack.enter_context(mode)
+                yield
+        finally:
+            handle.remove()
+            torch.autograd.backward, torch.utils.swap_tensors = backward, swap
+            sys.argv, sys.path[:] = saved_argv, saved_path
 
 
 def _note_grads(tracker: Any, optimizers: list[Any]) -> None:

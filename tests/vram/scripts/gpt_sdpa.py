@@ -1,6 +1,5 @@
 """A GPT built from a config dataclass, GPT(GPTConfig(...)), with fused attention
 (scaled_dot_product_attention), weight tying, AdamW and bf16 autocast."""
-import math
 from dataclasses import dataclass
 
 import torch
