@@ -237,3 +237,24 @@ for x, y in DataLoader(data, batch_size=8, num_workers=2):
     first = run.calls(1, 5)
     assert [c.kind for c in first] == ["data", "module", "function", "backward", "optimizer"]
     assert [s.shape for s in run.slots(1, "output")] == [(8, 4), (8, 1)]
+
+
+def test_phases_follow_the_caller(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+from torch.utils.data import DataLoader, Dataset
+class Noisy(Dataset):
+    blur = nn.AvgPool1d(1)  # an nn.Module used as a transform
+    def __len__(self): return 4
+    def __getitem__(self, i): return self.blur(torch.ones(1, 3) * i)
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for x in DataLoader(Noisy(), batch_size=2):
+    opt.zero_grad()
+    nn.MSELoss()(net(x), torch.zeros(2, 1, 1)).backward()
+    opt.step()
+""", steps=1)
+    got = [(c.depth, c.kind, c.name, c.phase) for c in run.calls(1, run.steps()[0].last_seq)]
+    assert got == [(0, "data", "DataLoader", "data"), (1, "module", "AvgPool1d", "data"),
+                   (1, "module", "AvgPool1d", "data"), (0, "module", "Linear", "forward"),
+                   (0, "module", "MSELoss", "loss"), (0, "backward", "backward", "backward"),
+                   (0, "optimizer", "SGD", "optimizer")]

@@ -32,6 +32,7 @@ from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
+from tvis_tui.store.records import CallRecord
 from tvis_tui.store.writer import RunWriter
 
 
@@ -49,6 +50,17 @@ call them too; inside a loss module they are not recorded twice)."""
 class StopRecording(BaseException):
     """Raised from a hook once the last requested step has returned; the runner catches
     it. A BaseException so that the script's `except Exception` handlers let it pass."""
+
+
+def _module_phase(module: torch.nn.Module, parent: CallRecord | None) -> str:
+    """Loss modules are "loss"; a module inherits its caller's phase (a transform inside
+    a batch is "data", a recompute inside backward is "backward"), else "forward"; an
+    LBFGS closure's model call inside optimizer.step() is "forward" too."""
+    if isinstance(module, _Loss):
+        return "loss"
+    if parent is None or parent.phase == "optimizer":
+        return "forward"
+    return parent.phase
 
 
 class _Reentry(threading.local):
@@ -172,13 +184,13 @@ class Recorder:
         self._guard(self._open_module, module, args, sys._getframe(1))
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
-        enclosing = next((c for c in reversed(self.log.stack) if c.record.kind == "module"), None)
+        stack = self.log.stack
+        enclosing = next((c for c in reversed(stack) if c.record.kind == "module"), None)
         if enclosing is None:
-            root, name, phase = module, self.names.root_name(module), "forward"
+            root, name = module, self.names.root_name(module)
         else:
-            root, name, phase = enclosing.root, self.names.name(enclosing.root, module), enclosing.record.phase
-        if isinstance(module, _Loss):
-            phase = "loss"
+            root, name = enclosing.root, self.names.name(enclosing.root, module)
+        phase = _module_phase(module, stack[-1].record if stack else None)
         cls = type(module)
         if cls.__name__ == "OptimizedModule":
             inner = type(getattr(module, "_orig_mod", module)).__name__
