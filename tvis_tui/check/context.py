@@ -131,11 +131,11 @@ class Context:
         return self.project.memo[key]
 
     def _loss_of_call(self, call: Call) -> str | None:
-        if call.func is None or not call.args:
+        if call.func is None:
             return None
         qual = self.symbols.qualname(call.func)
         if qual is not None and qual.startswith("torch.nn.functional."):
-            return qual if qual.rsplit(".", 1)[-1] in FUNCTIONAL_LOSSES else None
+            return qual if qual.rsplit(".", 1)[-1] in FUNCTIONAL_LOSSES and call.args else None
         if qual is not None and qual.startswith("torch."):
             return None
         # Loss modules are called as `crit(...)`, `self.crit(...)`, `Loss()(...)` or
@@ -144,7 +144,7 @@ class Context:
                 (call.receiver is None or call.receiver.type != "identifier"
                  or call.receiver.text != b"self"):
             return None
-        if call.method is None and call.name in BUILTINS:
+        if call.method is None and call.name in BUILTINS or not call.args:
             return None
         target = call.receiver if call.method == "forward" else call.func
         return self.loss_class(target)

@@ -63,6 +63,11 @@ def check_sources(sources: list[SourceFile], rules: Sequence[type[Rule]],
                 result.problems.append(FileProblem(fm.path, f"{rule.id} gave up: code nested "
                                                             "too deeply to analyse"))
                 continue
+            except Exception as exc:  # a bug in one rule must not hide every other finding
+                result.problems.append(FileProblem(
+                    fm.path, f"internal error in {rule.id}: {type(exc).__name__}: {exc} "
+                             "(please report it)"))
+                continue
             for finding in found:
                 if fm.source.suppressions.silences(finding.rule, finding.line):
                     continue

@@ -45,8 +45,8 @@ class MethodNotCalled(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for statement in ctx.index.statements:
-            expr = statement.named_children[0] if statement.named_child_count == 1 else None
-            if expr is None or expr.type != "attribute":
+            expr = statement.child(0)
+            if expr is None or expr.type != "attribute" or statement.child_count != 1:
                 continue
             name = text(expr.child_by_field_name("attribute"))
             if name in METHODS:

@@ -1,0 +1,126 @@
+"""The semantic layer rules rely on: names, types, training loops, repetition, no_grad."""
+
+from __future__ import annotations
+
+import textwrap
+
+from tvis_tui.check.context import Context
+from tvis_tui.check.engine import check_sources
+from tvis_tui.check.findings import Category, Severity
+from tvis_tui.check.project import FileModel, Project
+from tvis_tui.check.rule import Rule
+from tvis_tui.check.source import parse
+
+
+class _Probe(Rule):
+    """Not a real rule: gives tests a Context."""
+
+    id = "TV999"
+    title = "probe"
+    severity = Severity.INFO
+    category = Category.CORRECTNESS
+
+
+def contexts(*sources: str) -> list[Context]:
+    files = [FileModel(parse(textwrap.dedent(src).encode(), f"m{i}.py"))
+             for i, src in enumerate(sources)]
+    project = Project(files)
+    return [Context(project, fm, _Probe) for fm in files]
+
+
+def call(ctx: Context, source_text: str):
+    return next(c for c in ctx.calls if ctx.text(c.node) == source_text)
+
+
+def test_qualnames_through_every_import_spelling():
+    (ctx,) = contexts("""
+        import torch.nn.functional as F
+        from torch import nn
+        from torch.optim import Adam as A
+        import torch
+        F.softmax(x)
+        nn.CrossEntropyLoss()
+        A(p)
+        torch.nn.functional.relu(x)
+        local.thing()
+    """)
+    names = [ctx.qualname(c.func) for c in ctx.calls]
+    assert names == ["torch.nn.functional.softmax", "torch.nn.CrossEntropyLoss",
+                     "torch.optim.Adam", "torch.nn.functional.relu", None]
+
+
+def test_types_follow_single_assignments_chains_and_call_sites():
+    (ctx,) = contexts("""
+        import torch
+        from torch import nn
+        class Net(nn.Module):
+            pass
+        model = Net().to("cuda")
+        crit = nn.CrossEntropyLoss()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        twice = 1
+        twice = 2
+        def train(m, o, c: nn.MSELoss):
+            m(x); o.step(); c(x, y)
+        train(model, opt, crit)
+    """)
+    assert ctx.is_model(call(ctx, "m(x)").func)
+    assert ctx.is_optimizer(call(ctx, "o.step()").receiver)
+    assert ctx.loss_class(call(ctx, "c(x, y)").func) == "torch.nn.MSELoss"
+    assert ctx.type_of(call(ctx, "train(model, opt, crit)").args[2]) == \
+        "torch.nn.CrossEntropyLoss"
+    twice = [s for s in ctx.index.assignments if ctx.text(s).startswith("twice")][0]
+    assert ctx.value_of(twice.child_by_field_name("left")) is None
+
+
+def test_training_loops_found_through_calls_across_files():
+    helper, main = contexts("""
+        def step(model, batch, opt):
+            model(batch).sum().backward()
+            opt.step()
+    """, """
+        from m0 import step
+        for epoch in range(3):
+            for batch in loader:
+                step(model, batch, opt)
+        for batch in loader:
+            print(batch)
+    """)
+    loops = main.index.loops
+    assert [main.loop_trains(loop) for loop in loops] == [True, True, False]
+    backward = call(helper, "model(batch).sum().backward()")
+    assert helper.in_training_iteration(backward.node)
+    assert [r.loop.node.start_point[0] for r in helper.repeats(backward.node)] == [3, 2]
+
+
+def test_grad_disabled_by_with_decorator_and_callers():
+    (ctx,) = contexts("""
+        import torch
+        @torch.no_grad()
+        def a(m, x):
+            return m(x)
+        def b(m, x):
+            return m(x)
+        def c(m, x):
+            return m(x)
+        with torch.inference_mode():
+            b(model, x)
+        c(model, x)
+        with torch.set_grad_enabled(False):
+            model(x)
+    """)
+    flags = [ctx.grad_disabled(c.node) for c in ctx.calls if ctx.text(c.func) == "m"]
+    assert flags == [True, True, False]
+    assert ctx.grad_disabled(call(ctx, "model(x)").node)
+
+
+def test_suppressions_and_rule_errors_do_not_stop_the_check():
+    class Broken(_Probe):
+        """Raises."""
+
+        def check(self, ctx):
+            raise ValueError("boom")
+
+    source = parse(b"x = 1\n", "broken.py")
+    result = check_sources([source], [Broken])
+    assert result.problems[0].message.startswith("internal error in TV999: ValueError: boom")
