@@ -1,7 +1,9 @@
 """The rules of `tvis check`, one per module. How to add one:
 
-1. Create `tvis_tui/check/rules/tvNNN_short_name.py` (next free id; ids are never reused)
+1. Create `tvis_tui/check/rules/tvNNN_short_name.py` (the next free id in the range you were
+   given; ids are never reused; the file name must start with the lower-case id)
    defining exactly ONE subclass of `Rule`. It is found automatically: no list to edit.
+   (Shortened from tv009_discarded_to.py; read the real rules for complete examples.)
 
        from typing import Iterator
        from tvis_tui.check.context import Context
@@ -23,7 +25,7 @@
                Only plain names ...
            '''
 
-           id = "TV008"
+           id = "TV009"
            title = "tensor .to()/.cuda() result discarded"     # short, lower case, no period
            severity = Severity.ERROR       # ERROR: wrong results/crash; WARNING: costly; INFO: perf
            category = Category.CORRECTNESS # CONVERGENCE, MEMORY_LEAK, WASTED_COMPUTE,
@@ -38,14 +40,22 @@
    The docstring: a summary line, then the five sections, each heading alone on a line
    ending in ":" ("What it does:", "Why is this bad:", "Example:", "Use instead:",
    "Known limits:"), bodies indented. Example / Use instead bodies are Python code.
+   A finding may lower its severity for a milder variant: ctx.finding(..., severity=...).
    `tvis check --explain TVNNN` and docs/rules.md are generated from it; regenerate the docs
    with `.venv/bin/tvis check --list-rules --format markdown > docs/rules.md`
-   (tests/check/test_docs.py fails until you do).
+   (tests/check/test_rules_meta.py fails until you do; it also checks the docstring
+   sections, that Example/Use instead parse, and that the rule has a TVNNN_*.py fixture and
+   at least 3 `# expect:` true positives).
+
+   Run: `.venv/bin/python -m pytest tests/check -q` and
+   `.venv/bin/python scripts/score_check.py` (lists every false positive/negative).
 
 2. Fixtures: `tests/check/fixtures/TVNNN_<what>.py`, several per rule: true positives AND
    look-alike negatives (correct code that resembles the bug). Mark each line where a finding
    must START with a trailing comment `# expect: TVNNN` (several ids: `# expect: TV001,TV003`).
-   A fixture checks with ALL rules, so an unmarked finding from any rule is a failure.
+   A fixture checks with ALL rules, so an unmarked finding from any rule is a failure: when
+   your new rule rightly fires on an existing fixture or corpus file, add the marker there;
+   when it wrongly fires, fix the rule.
    Every fixture must be real, parseable Python. tests/check/test_fixtures.py picks up every
    file in fixtures/ and corpus/ (no table to edit). Cross-file cases: a folder
    `tests/check/fixtures/TVNNN_<what>/` with several .py files is checked as one project.
@@ -84,9 +94,29 @@ The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over 
   ctx.function_of(node) / ctx.callers(function_region)
   ctx.text(node) / ctx.dotted(node)
   ctx.finding(node, message, fix=None)   what `check` yields
-Lower layers (ctx.index, ctx.symbols, ctx.project; tvis_tui/check/syntax.py helpers such as
-`mentions`, `enclosing`, `unwrap`) are there when a rule needs them. Library name tables live
-in tvis_tui/check/kinds.py; extend them there rather than in a rule.
+  ctx.latest_binding(name, at)  (target, value) of the last assignment to `name` before
+                          `at` in the same function — flow-sensitive, unlike value_of
+  ctx.loss_calls() / ctx.loss_of_call(call)  calls of loss modules / functional losses
+  ctx.reaches(node, test) / ctx.runs_step(node) / ctx.runs_grad_reset(node)
+                          does running `node` (or a function it calls) do X
+Shared analyses (import them in a rule):
+  tvis_tui/check/graph.py        carries_graph(ctx, expr, at): tensor still has its autograd
+                                 graph; is_graph_source(ctx, call_node): model/loss call
+  tvis_tui/check/activations.py  output_kind(ctx, expr, at) -> softmax / log_softmax /
+                                 sigmoid / logits; loss_inputs(ctx, {loss qualnames})
+  tvis_tui/check/training.py     is_backward, is_optimizer_step, is_zero_grad, grad_resets,
+                                 repeats, grad_disabled, context_managers, reaches
+  tvis_tui/check/syntax.py       text, dotted, unwrap, identifiers, mentions, enclosing,
+                                 returns_of
+  tvis_tui/check/kinds.py        library name tables (optimizers, models, losses, loaders,
+                                 no_grad contexts); extend them there rather than in a rule
+Lower layers (ctx.index: regions/calls/assignments/aug_assignments/statements/loops;
+ctx.symbols: imports/bindings; ctx.project: cross-file classes/functions/callers) are there
+when a rule needs them.
+
+Speed: `python scripts/bench_check.py` must stay under 5 s per 100,000 lines with every
+rule. Start from an index (`ctx.calls_named(...)`, `ctx.index.aug_assignments`, ...), never
+walk the whole tree, and ask costly questions (type_of, carries_graph) last.
 
 Ground rules: never import torch; a rule that fires on ordinary correct code is worse than no
 rule, so when the code does not prove the bug (unknown type, **kwargs, dynamic values), stay
