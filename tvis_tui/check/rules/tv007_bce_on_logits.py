@@ -44,4 +44,4 @@ class BCEOnLogits(Rule):
         for call, prediction in loss_inputs(ctx, PROBABILITY_LOSSES):
             if output_kind(ctx, prediction, call.node) == LOGITS:
                 yield ctx.finding(prediction, "BCELoss expects probabilities but gets raw "
-                                  "logits from a linear layer; use BCEWithLogitsLoss")
+                                  "logits (no sigmoid after the last layer); use BCEWithLogitsLoss")

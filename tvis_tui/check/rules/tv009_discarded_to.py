@@ -17,7 +17,7 @@ MOVES = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "
 TENSOR_FACTORIES = frozenset({
     "tensor", "as_tensor", "from_numpy", "randn", "rand", "randint", "randperm", "zeros", "ones",
     "empty", "full", "arange", "linspace", "eye", "stack", "cat", "randn_like", "rand_like",
-    "zeros_like", "ones_like", "empty_like", "full_like", "load",
+    "zeros_like", "ones_like", "empty_like", "full_like",
 })
 
 
