@@ -41,7 +41,11 @@ def test_image_example_records_named_calls_sites_and_stops_after_steps(tmp_path)
         assert "block(x)" in source[parent.call_site.line - 1]
         out = run.slots(conv.seq, "output")[0]
         assert out.shape == (32, 16, 16, 16) and run.values(conv.seq, out).shape == out.shape
-        assert run.slots(calls[-1].seq, "param_grad")[0].path == "SmallCNN.stem.0.weight"
+        adam = calls[-1]
+        assert (adam.kind, adam.name, adam.extra["lr"]) == ("optimizer", "Adam", 3e-3)
+        grads, params = run.slots(adam.seq, "param_grad"), run.slots(adam.seq, "param")
+        assert grads[0].path == params[0].path == "SmallCNN.stem.0.weight"
+        assert len(grads) == len(params) == 16
 
 
 def test_arguments_after_the_script_are_the_scripts_own(tmp_path):

@@ -64,6 +64,13 @@ class ModuleNames:
             if p.grad is not None:
                 yield names.get(id(p), f"param[{i}]"), p.grad
 
+    def with_gradients(self, params: Iterable[torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+        """(parameter name, parameter) for those with a gradient: the ones a step updates."""
+        names = self.parameter_names()
+        for i, p in enumerate(params):
+            if p.grad is not None:
+                yield names.get(id(p), f"param[{i}]"), p
+
     def roots(self) -> list[torch.nn.Module]:
         """Root models seen so far and still alive (for naming their parameters)."""
         return list(self._roots.values())

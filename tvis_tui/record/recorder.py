@@ -259,7 +259,9 @@ class Recorder:
     def _close_optimizer(self, opt: Any, ended: int) -> None:
         call = self.log.innermost(id(opt))
         if call is not None:
-            self.log.close(call, ended)
+            # The step's result: the parameters it updated, as they are now.
+            params = [p for group in opt.param_groups for p in group["params"]]
+            self.log.close(call, ended, self.names.with_gradients(params), role="param")
         self.steps.after_optimizer_step(opt)
 
     # -- backward ------------------------------------------------------------------------
