@@ -22,8 +22,8 @@ def cases() -> list[Path]:
     found: list[Path] = []
     for root in CASE_ROOTS:
         if root.is_dir():
-            found += sorted(p for p in root.iterdir()
-                            if (p.suffix == ".py" or p.is_dir()) and not p.name.startswith(("_", ".")))
+            found += sorted(p for p in root.iterdir() if (p.suffix == ".py" or p.is_dir())
+                            and not p.name.startswith(("_", ".")))
     return found
 
 

@@ -96,7 +96,8 @@ class Call:
             arguments = self.node.child_by_field_name("arguments")
             for arg in arguments.named_children if arguments is not None else ():
                 if arg.type == "keyword_argument":
-                    keywords[text(arg.child_by_field_name("name"))] = arg.child_by_field_name("value")
+                    name = text(arg.child_by_field_name("name"))
+                    keywords[name] = arg.child_by_field_name("value")
                 elif arg.type in ("list_splat", "dictionary_splat"):
                     splat = True
                 elif arg.type != "comment":

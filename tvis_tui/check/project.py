@@ -17,12 +17,12 @@ from tvis_tui.check import kinds
 from tvis_tui.check.index import Call, FileIndex, Region
 from tvis_tui.check.source import SourceFile
 from tvis_tui.check.symbols import Symbols, parameters
-from tvis_tui.check.syntax import dotted, text, unwrap
+from tvis_tui.check.syntax import text, unwrap
 
 MAX_DEPTH = 6
 """How many hops (assignments, call sites) a type or call-graph question follows."""
 
-_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_?[a-z0-9]*)?$")
+OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_?[a-z0-9]*)?$")
 
 
 class FileModel:
@@ -237,7 +237,8 @@ class Project:
                             self._callers.setdefault(id(target.region.node), []).append((fm, call))
         return self._callers.get(id(ref.region.node), [])
 
-    def arguments_for(self, ref: FunctionRef, position: int, name: str) -> list[tuple[FileModel, Node]]:
+    def arguments_for(self, ref: FunctionRef, position: int,
+                      name: str) -> list[tuple[FileModel, Node]]:
         """The argument expressions passed for one parameter at every call site."""
         offset = 1 if ref.is_method else 0
         found = []

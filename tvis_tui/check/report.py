@@ -24,7 +24,8 @@ def render_text(result: CheckResult, line_of: Callable[[str, int], str]) -> str:
         out.append(f"{f.path}:{f.line}:{f.column}: {f.rule} [{f.severity.value}] {f.message}")
         source = line_of(f.path, f.line).expandtabs(1)
         if source.strip():
-            width = (f.end_column - f.column) if f.end_line == f.line else len(source) - f.column + 1
+            single = f.end_line == f.line
+            width = f.end_column - f.column if single else len(source) - f.column + 1
             out.append(f"    {source}")
             out.append("    " + " " * (f.column - 1) + "^" * max(1, width))
     count = len(result.findings)

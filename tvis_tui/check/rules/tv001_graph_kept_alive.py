@@ -165,7 +165,8 @@ def _is_start(ctx: Context, value: Node, numeric: bool) -> bool:
             return True
         qual = ctx.qualname(value.child_by_field_name("function")) if value.type == "call" else None
         return qual in ("torch.tensor", "torch.zeros", "torch.zeros_like", "torch.scalar_tensor")
-    if value.type in ("list", "dictionary", "set", "list_comprehension", "dictionary_comprehension"):
+    if value.type in ("list", "dictionary", "set", "list_comprehension",
+                      "dictionary_comprehension"):
         return True
     if value.type == "call":
         func = value.child_by_field_name("function")
