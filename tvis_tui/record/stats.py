@@ -127,7 +127,7 @@ def _histogram(f: torch.Tensor, lo: float, hi: float) -> tuple[int, ...]:
     stride = -(-f.numel() // HIST_SAMPLE)
     sample = f[::stride] if stride > 1 else f
     index = ((sample - lo) * (HIST_BINS / (hi - lo))).to(torch.int32).clamp_(0, HIST_BINS - 1)
-    return tuple(int(c) for c in np.bincount(index.numpy(), minlength=HIST_BINS))
+    return tuple(np.bincount(index.numpy(), minlength=HIST_BINS).tolist())
 
 
 def _complex_stats(x: torch.Tensor) -> TensorStats:
@@ -145,7 +145,8 @@ def _values(x: torch.Tensor, max_bytes: int) -> tuple[str | None, bytes | None]:
     """A copy of the values taken now, so later in-place ops cannot change the record."""
     target = _WIDENED.get(x.dtype, x.dtype)
     name = _NUMPY_DTYPES.get(target)
-    if name is None or x.numel() * torch.empty((), dtype=target).element_size() > max_bytes:
+    itemsize = x.element_size() if target == x.dtype else 4  # widened to float32
+    if name is None or x.numel() * itemsize > max_bytes:
         return None, None
     arr = x.to(device="cpu", dtype=target).contiguous().numpy()
     return name, arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
