@@ -103,9 +103,11 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
             runpy.run_module(target.name, run_name="__main__", alter_sys=True)
         else:
             runpy.run_path(script, run_name="__main__")
-    except StopRecording:
+    except StopRecording as exc:
+        recorder.abandon(exc)
         outcome.set("ok", 0, stopped_by="step limit")
     except SystemExit as exc:
+        recorder.abandon(exc)
         code = exc.code
         if code is None or isinstance(code, int):
             status = code or 0
