@@ -258,3 +258,20 @@ for x in DataLoader(Noisy(), batch_size=2):
                    (1, "module", "AvgPool1d", "data"), (0, "module", "Linear", "forward"),
                    (0, "module", "MSELoss", "loss"), (0, "backward", "backward", "backward"),
                    (0, "optimizer", "SGD", "optimizer")]
+
+
+def test_checkpoint_recompute_inside_backward_is_not_a_step(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+from torch.utils.checkpoint import checkpoint
+fc = nn.Linear(2, 2)
+x = torch.ones(1, 2, requires_grad=True)
+for _ in range(2):
+    checkpoint(fc, x, use_reentrant=True).sum().backward()
+""")
+    assert code == 0 and run.meta()["steps_recorded"] == 2
+    first = run.steps()[0]
+    calls = run.calls(first.first_seq, first.last_seq)
+    assert [(c.depth, c.kind, c.phase) for c in calls] == [
+        (0, "module", "forward"), (0, "backward", "backward"), (1, "module", "backward"),
+        (1, "backward", "backward")]
+    assert first.loss is not None and "losses" not in first.extra

@@ -283,18 +283,24 @@ class Recorder:
 
     def _open_backward(self, tensors: Any, frame: Any) -> OpenCall:
         loss = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+        nested = self._inside_backward()
         call = self.log.open(kind="backward", name="backward", type_="backward", phase="backward",
                              owner=id(tensors), call_site=self.sites.call_site(frame),
                              def_site=None, inputs=leaves(loss, "loss"))
-        if isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
+        if not nested and isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
             self.steps.add_loss(float(loss.detach()))
         return call
+
+    def _inside_backward(self) -> bool:
+        """True inside another backward() (a reentrant checkpoint recomputing): such a
+        call is part of the outer one, neither a loss nor the end of a step."""
+        return any(c.record.kind == "backward" for c in self.log.stack)
 
     def _close_backward(self, call: OpenCall, ended: int) -> None:
         if self.log.innermost(call.owner) is None:
             return
         self.log.close(call, ended)
-        if len(self.steps.optimizers):
+        if len(self.steps.optimizers) or self._inside_backward():
             return
         # No optimizer will show the gradients: attach them to the backward call.
         params = [p for root in self.names.roots() for p in root.parameters()]
