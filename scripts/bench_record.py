@@ -23,7 +23,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch.optim.optimizer as optimizer_module  # noqa: E402
 
+from tvis_tui.record import slots  # noqa: E402
+from tvis_tui.record.recorder import Recorder  # noqa: E402
 from tvis_tui.record.runner import Options, Target, record  # noqa: E402
+from tvis_tui.record.sink import WriterThread  # noqa: E402
 from tvis_tui.store import RunReader  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "image_classifier" / "train.py"
@@ -58,6 +61,47 @@ def recorded(steps: int, out: str) -> list[float]:
     return step_times(lambda: record(target, Options(out_dir=out, name="bench")))
 
 
+def breakdown(steps: int, out: str) -> dict[str, float]:
+    """Milliseconds per step of tvis's own work, by kind, from one extra instrumented run."""
+    spent = {"tensor summaries": 0, "other hook work": 0}
+    original_summarize, original_guard = slots.summarize, Recorder._guard
+
+    def timed_summarize(*args):
+        started = time.perf_counter_ns()
+        try:
+            return original_summarize(*args)
+        finally:
+            spent["tensor summaries"] += time.perf_counter_ns() - started
+
+    def timed_guard(self, body, *args):
+        started = time.perf_counter_ns()
+        try:
+            return original_guard(self, body, *args)
+        finally:
+            spent["other hook work"] += time.perf_counter_ns() - started
+
+    writer_cpu: list[float] = []
+    original_drain = WriterThread._drain
+
+    def timed_drain(self):
+        started = time.thread_time()
+        try:
+            original_drain(self)
+        finally:
+            writer_cpu.append(time.thread_time() - started)
+
+    slots.summarize, Recorder._guard, WriterThread._drain = timed_summarize, timed_guard, timed_drain
+    try:
+        recorded(steps, out)
+    finally:
+        slots.summarize, Recorder._guard, WriterThread._drain = (
+            original_summarize, original_guard, original_drain)
+    spent["other hook work"] -= spent["tensor summaries"]
+    result = {k: v / steps / 1e6 for k, v in spent.items()}
+    result["writer thread CPU (msgpack + LMDB)"] = sum(writer_cpu) / steps * 1e3
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -74,6 +118,7 @@ def main() -> int:
             for i in range(args.rounds):
                 base += plain(args.steps)
                 under += recorded(args.steps, os.path.join(out, str(i)))
+            where = breakdown(args.steps, os.path.join(out, "instrumented"))
         finally:
             sys.stdout, sys.stderr = real_stdout, real_stderr
         run = Path(out) / "0" / "bench"
@@ -94,6 +139,7 @@ def main() -> int:
             phases.setdefault(phase, []).append(ns)
     shares = ", ".join(f"{p} {statistics.median(v) / 1e6:.2f} ms" for p, v in phases.items())
     print(f"recorded step, median per phase (tvis's own work is in 'other'): {shares}")
+    print("tvis's own time per step: " + ", ".join(f"{k} {v:.2f} ms" for k, v in where.items()))
     return 0
 
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 from tvis_tui.store.writer import RunWriter
 
-QUEUE_ITEMS = 4096
-"""Records in flight at most (a step of the bundled CNN queues about 150)."""
+QUEUE_BATCHES = 256
+"""Batches in flight at most before hooks wait for the disk."""
+
+BATCH_ITEMS = 64
+BATCH_SECONDS = 0.1
+"""Records are handed over in batches: waking the writer thread for each one would cost
+a thread switch (and a GIL hand-off) per record. A batch goes when it holds BATCH_ITEMS
+records or its oldest is BATCH_SECONDS old, so a live reader lags by about that much."""
 
 
 class WriterThread:
@@ -24,8 +31,11 @@ class WriterThread:
 
     def __init__(self, writer: RunWriter) -> None:
         self._writer = writer
-        self._queue: queue.Queue[tuple[Callable[..., Any], tuple, dict] | None] = \
-            queue.Queue(maxsize=QUEUE_ITEMS)
+        self._queue: queue.Queue[list[tuple[Callable[..., Any], tuple, dict]] | None] = \
+            queue.Queue(maxsize=QUEUE_BATCHES)
+        self._batch: list[tuple[Callable[..., Any], tuple, dict]] = []
+        self._batch_started = 0.0
+        self._batch_lock = threading.Lock()
         self.errors: list[str] = []
         # Bytes of tensor values queued and written; each counter has one writing thread
         # (approximately so when several training threads record at once).
@@ -36,20 +46,34 @@ class WriterThread:
 
     def _drain(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            batch = self._queue.get()
+            if batch is None:
                 return
-            method, args, kwargs = item
-            try:
-                method(*args, **kwargs)
-            except Exception as exc:  # keep training going; the runner reports it
-                if len(self.errors) < 10:
-                    self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
-            if method == self._writer.put_slots:
-                self._written_bytes += _values_bytes(args[1])
+            for method, args, kwargs in batch:
+                try:
+                    method(*args, **kwargs)
+                except Exception as exc:  # keep training going; the runner reports it
+                    if len(self.errors) < 10:
+                        self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
+                if method == self._writer.put_slots:
+                    self._written_bytes += _values_bytes(args[1])
 
     def _submit(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        self._queue.put((method, args, kwargs))
+        now = time.monotonic()
+        with self._batch_lock:
+            if not self._batch:
+                self._batch_started = now
+            self._batch.append((method, args, kwargs))
+            if len(self._batch) < BATCH_ITEMS and now - self._batch_started < BATCH_SECONDS:
+                return
+            batch, self._batch = self._batch, []
+        self._queue.put(batch)
+
+    def _hand_over(self) -> None:
+        with self._batch_lock:
+            batch, self._batch = self._batch, []
+        if batch:
+            self._queue.put(batch)
 
     def put_call(self, *args: Any, **kwargs: Any) -> None:
         self._submit(self._writer.put_call, *args, **kwargs)
@@ -74,9 +98,11 @@ class WriterThread:
 
     def flush(self) -> None:
         self._submit(self._writer.flush)
+        self._hand_over()
 
     def close(self, **final_meta: Any) -> None:
         """Write everything queued, then the final metadata, and close the store."""
+        self._hand_over()
         self._queue.put(None)
         self._thread.join()
         if self.errors:
