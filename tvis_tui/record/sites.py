@@ -8,6 +8,7 @@ the innermost frame in a user file; its def site is where the class's `forward` 
 from __future__ import annotations
 
 import os
+import site
 import sys
 import sysconfig
 from pathlib import Path
@@ -24,11 +25,12 @@ class Sites:
 
     def __init__(self, root: str, on_new_user_file: Callable[[str], None]) -> None:
         self._root = os.path.realpath(root)
+        paths = sysconfig.get_paths()
         self._excluded = tuple({
             os.path.realpath(p) + os.sep
-            for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
-                      sysconfig.get_paths()["platlib"], os.path.dirname(torch.__file__),
-                      str(Path(__file__).resolve().parents[1]), sys.prefix, sys.base_prefix)
+            for p in (paths["stdlib"], paths["purelib"], paths["platlib"], site.getusersitepackages(),
+                      os.path.dirname(torch.__file__), str(Path(__file__).resolve().parents[1]),
+                      sys.prefix, sys.base_prefix)
         })
         self._user: dict[str, str | None] = {}
         self._on_new_user_file = on_new_user_file
