@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.record.conftest import EXAMPLES, tvis_cli, tvis_popen, write_script
+from .helpers import EXAMPLES, tvis_cli, tvis_popen, write_script
 from tvis_tui.store import RunReader
 from tvis_tui.store.runs import run_status
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from tests.record.conftest import EXAMPLES, tvis_cli, tvis_env
+from .helpers import EXAMPLES, tvis_cli, tvis_env
 
 
 def _assert_identical(a, b, path="state"):
