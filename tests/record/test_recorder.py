@@ -275,3 +275,18 @@ for _ in range(2):
         (0, "module", "forward"), (0, "backward", "backward"), (1, "module", "backward"),
         (1, "backward", "backward")]
     assert first.loss is not None and "losses" not in first.extra
+
+
+def test_jit_trace_sees_none_of_tviss_own_ops(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+import warnings
+warnings.simplefilter("error", torch.jit.TracerWarning)  # one from tvis fails the script
+net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+traced = torch.jit.trace(net, torch.ones(1, 2), check_trace=False)
+print(sorted({n.kind() for n in traced.inlined_graph.nodes()}))
+net(torch.ones(1, 2))
+""")
+    assert code == 0
+    ops = capsys.readouterr().out
+    assert "aten::linear" in ops and "aminmax" not in ops and "count_nonzero" not in ops
+    assert [c.name for c in run.calls(1, run.call_count())] == ["Sequential", "0", "1"]

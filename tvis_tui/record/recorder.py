@@ -141,7 +141,9 @@ class Recorder:
 
     def _active(self) -> bool:
         # DataLoader workers are forks of this process: the LMDB env is not fork-safe.
-        return not self._reentry.inside and os.getpid() == self._pid
+        # Under torch.jit.trace tvis's own tensor ops would be traced (and warned about).
+        return (not self._reentry.inside and os.getpid() == self._pid
+                and not torch._C._get_tracing_state())
 
     def _guard(self, body: Callable[..., Any], *args: Any) -> Any:
         """Run a hook body with tvis's time counted as overhead and its errors contained."""
