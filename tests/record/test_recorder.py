@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 HEADER = """
 import torch
@@ -277,6 +278,7 @@ for _ in range(2):
     assert first.loss is not None and "losses" not in first.extra
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit.trace's own
 def test_jit_trace_sees_none_of_tviss_own_ops(run_inprocess, capsys):
     code, run = run_inprocess(HEADER + """
 import warnings
