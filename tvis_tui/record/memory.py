@@ -47,7 +47,9 @@ class PeakMemory:
 
     def __init__(self, tvis_bytes: Callable[[], int] = lambda: 0) -> None:
         self._tvis_bytes = tvis_bytes
-        self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        # Only is_initialized(): anything else would touch the driver before the script
+        # had its say (CUDA_VISIBLE_DEVICES set at its top, say).
+        self._cuda = torch.cuda.is_initialized()
         self._heap = None if self._cuda else _heap_reader()
         self._base = self._heap() if self._heap else 0
         self._peak = 0
@@ -67,7 +69,7 @@ class PeakMemory:
 
     def end_step(self) -> int | None:
         """The peak since the previous call, in bytes; starts the next step's count."""
-        if self._cuda or (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        if self._cuda or torch.cuda.is_initialized():
             self._cuda = True
             self.method = "cuda max_memory_allocated, reset each step"
             peak = int(torch.cuda.max_memory_allocated())

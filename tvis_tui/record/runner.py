@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from tvis_tui.errors import TvisError
 from tvis_tui.record.recorder import Recorder, StopRecording
 from tvis_tui.store.runs import new_run_path
@@ -77,7 +79,7 @@ def record(target: Target, options: Options) -> int:
         recorder.install()
         _execute(target, script, outcome, recorder)
     finally:
-        steps = recorder.close(**outcome.meta, ended_at=_now())
+        steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
     _report(outcome, path, steps)
     return outcome.exit_status
 
@@ -169,9 +171,6 @@ def _report(outcome: _Outcome, path: Path, steps: int) -> None:
 
 
 def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]:
-    import torch
-
-    cuda = torch.cuda.is_available()
     return {
         "script": target.name if target.module else script,
         "module": target.module,
@@ -180,7 +179,6 @@ def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]
         "cwd": os.getcwd(),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "device": f"cuda ({torch.cuda.get_device_name(0)})" if cuda else "cpu",
         "started_at": _now(),
         "status": "running",
         "pid": os.getpid(),
@@ -188,6 +186,14 @@ def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]
         "step_limit": options.steps,
         "max_tensor_bytes": options.max_tensor_bytes,
     }
+
+
+def _device() -> str:
+    """The device the script used, asked only afterwards: asking CUDA before the script
+    runs would initialize it under the script's feet."""
+    if torch.cuda.is_initialized():
+        return f"cuda ({torch.cuda.get_device_name(torch.cuda.current_device())})"
+    return "cpu"
 
 
 def _now() -> str:
