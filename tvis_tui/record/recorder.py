@@ -2,10 +2,12 @@
 
 Everything here only reads. Hooks are torch's own global ones (module forward pre/post
 hooks, optimizer step pre/post hooks); `torch.autograd.backward`, the DataLoader
-iterator's `__next__` and `Optimizer.__init__` are wrapped (the originals are called
-unchanged). No TorchFunctionMode or dispatch mode is used: they switch off fused fast
-paths and so change numerics. Every hook body is guarded: a tvis bug becomes a line in
-the run's "warnings" and training goes on.
+iterator's `__next__`, `Optimizer.__init__`, the functional losses and `torch.compile`
+are wrapped (the originals are called unchanged, with the same arguments). No
+TorchFunctionMode or dispatch mode is used: they switch off fused fast paths and so change
+numerics. Every hook body is guarded: a tvis bug becomes a line in the run's "warnings"
+and training goes on. Nothing is recorded in forked DataLoader workers, while
+torch.compile or torch.jit.trace traces, or from inside tvis's own work.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import itertools
 import os
 import sys
 import threading
-import warnings
 import time
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -206,9 +208,12 @@ class Recorder:
         if torch.compiler.is_compiling() or not self._active():
             return
         ended = time.perf_counter_ns()
-        # torch passes (kwargs, result) normally but only (result) on the exception path.
-        kwargs, result = (rest[0], rest[1]) if len(rest) == 2 else ({}, rest[0])
-        error = sys.exc_info()[1] if result is None and len(rest) == 1 else None
+        # Registered with kwargs, the hook gets (kwargs, result); torch's always_call path,
+        # run while the forward's exception propagates, passes (result) alone.
+        if len(rest) == 2:
+            (kwargs, result), error = rest, None
+        else:
+            kwargs, result, error = {}, rest[0], sys.exc_info()[1]
         self._guard(self._close_module, module, kwargs, result, error, ended)
 
     def _close_module(self, module: torch.nn.Module, kwargs: dict, result: Any,
