@@ -1,6 +1,8 @@
 """Peak memory per step, measured without touching what the script computes.
 
-On CUDA the allocator keeps the peak itself (`max_memory_allocated`, reset per step). On
+On CUDA the allocator keeps the peak itself: `max_memory_allocated`, read at each step's
+end and never reset (a reset would change what the script itself reads there), so a
+step's figure is the peak so far: the first steps, where the peak is made, show it. On
 CPU torch has no cheap allocator statistics, and the profiler's memory events or a dispatch
 mode would change speed or switch off fast paths; so the recorder samples the C heap in use
 (glibc `mallinfo2`: arena bytes in use plus mmapped blocks, where tensor storages of any
@@ -19,6 +21,9 @@ import ctypes.util
 from typing import Callable
 
 import torch
+
+
+_CUDA_METHOD = "cuda max_memory_allocated: the peak since the start, not reset per step"
 
 
 class _MallInfo2(ctypes.Structure):
@@ -54,7 +59,7 @@ class PeakMemory:
         self._base = self._heap() if self._heap else 0
         self._peak = 0
         if self._cuda:
-            self.method = "cuda max_memory_allocated, reset each step"
+            self.method = _CUDA_METHOD
         elif self._heap:
             self.method = ("C heap in use (mallinfo2) sampled at every hook, minus the heap at "
                            "start and the bytes tvis held for the store")
@@ -71,10 +76,8 @@ class PeakMemory:
         """The peak since the previous call, in bytes; starts the next step's count."""
         if self._cuda or torch.cuda.is_initialized():
             self._cuda = True
-            self.method = "cuda max_memory_allocated, reset each step"
-            peak = int(torch.cuda.max_memory_allocated())
-            torch.cuda.reset_peak_memory_stats()
-            return peak
+            self.method = _CUDA_METHOD
+            return int(torch.cuda.max_memory_allocated())
         if self._heap is None:
             return None
         peak, self._peak = self._peak, 0
