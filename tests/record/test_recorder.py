@@ -292,3 +292,18 @@ net(torch.ones(1, 2))
     ops = capsys.readouterr().out
     assert "aten::linear" in ops and "aminmax" not in ops and "count_nonzero" not in ops
     assert [c.name for c in run.calls(1, run.call_count())] == ["Sequential", "0", "1"]
+
+
+def test_loss_scaled_by_a_grad_scaler_is_recorded_unscaled(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+fc = nn.Linear(2, 1)
+opt = torch.optim.SGD(fc.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+loss = fc(torch.ones(3, 2)).pow(2).mean()
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+print(repr(loss.item()))
+""")
+    assert code == 0
+    assert run.steps()[0].loss == float(capsys.readouterr().out)

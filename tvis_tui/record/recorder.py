@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -83,6 +84,7 @@ class Recorder:
         self._pid = os.getpid()
         self._reentry = _Reentry()
         self._undo: list[Callable[[], None]] = []
+        self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -102,6 +104,7 @@ class Recorder:
         for name in LOSS_FUNCTIONS:
             if hasattr(F, name):
                 self._wrap(F, name, functools.partial(self._loss_function, f"F.{name}"))
+        self._wrap(torch.amp.GradScaler, "scale", self._grad_scale)
         self._wrap(torch, "compile", self._compile)
         self._wrap(torch.nn.Module, "compile", self._compile)
         # torch warns that global hooks fire once more for an OptimizedModule: that note
@@ -295,8 +298,17 @@ class Recorder:
                              owner=id(tensors), call_site=self.sites.call_site(frame),
                              def_site=None, inputs=leaves(loss, "loss"))
         if not nested and isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
-            self.steps.add_loss(float(loss.detach()))
+            scaled = self._scaled
+            unscaled = scaled[1] if scaled is not None and scaled[0]() is loss else loss
+            self.steps.add_loss(float(unscaled.detach()))
         return call
+
+    def _grad_scale(self, original: Callable[..., Any], scaler: Any, outputs: Any) -> Any:
+        """GradScaler.scale: remember the loss before scaling, to record it as the loss."""
+        result = original(scaler, outputs)
+        if isinstance(outputs, torch.Tensor) and isinstance(result, torch.Tensor) and result is not outputs:
+            self._scaled = (weakref.ref(result), outputs)
+        return result
 
     def _inside_backward(self) -> bool:
         """True inside another backward() (a reentrant checkpoint recomputing): such a
