@@ -2,8 +2,8 @@
 
 Everything here only reads. Hooks are torch's own global ones (module forward pre/post
 hooks, optimizer step pre/post hooks); `torch.autograd.backward`, the DataLoader
-iterator's `__next__`, `Optimizer.__init__`, the functional losses and `torch.compile`
-are wrapped (the originals are called unchanged, with the same arguments). No
+iterator's `__next__`, `Optimizer.__init__`, the functional losses, `GradScaler.scale`
+and `torch.compile` are wrapped (the originals are called unchanged, with the same arguments). No
 TorchFunctionMode or dispatch mode is used: they switch off fused fast paths and so change
 numerics. Every hook body is guarded: a tvis bug becomes a line in the run's "warnings"
 and training goes on. Nothing is recorded in forked DataLoader workers, while

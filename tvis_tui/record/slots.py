@@ -44,8 +44,9 @@ def leaves(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
     elif isinstance(value, dict):
         for key, item in value.items():
             # Model-output dicts (HF ModelOutput) read best as attributes.
-            label = f".{key}" if isinstance(key, str) and key.isidentifier() and depth == 0 \
-                and not type(value) is dict else f"[{key!r}]"
+            as_attribute = (isinstance(key, str) and key.isidentifier() and depth == 0
+                            and type(value) is not dict)
+            label = f".{key}" if as_attribute else f"[{key!r}]"
             yield from leaves(item, path + label, depth + 1)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
