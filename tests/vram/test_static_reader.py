@@ -55,3 +55,17 @@ def test_cpu_and_cuda_differ_only_where_kernels_do(script):
     cpu = estimate(script("mlp"), Settings(device="cpu"))
     assert cpu.breakdown["cuda_context"] == 0 and cuda.breakdown["cuda_context"] > 0
     assert cpu.tensor_bytes == cuda.tensor_bytes  # no dropout, no foreach temporaries for SGD
+
+
+def test_nanogpt_style_training_script(fixture):
+    est = estimate(fixture("nanogpt/train"))
+    facts = est.facts
+    assert facts.model.kind == "GPT" and facts.model_line == 41
+    assert sum(p.numel for p in facts.model.params()) == 124_475_904
+    assert facts.inputs[0].shape == (12, 1024)  # batch_size and block_size, latest values
+    assert facts.accumulation == 8 and facts.accumulation_line == 51
+    # configure_optimizers() lives in model.py: the line reported is the script's call.
+    assert facts.optimizers[0].kind == "AdamW" and facts.optimizers[0].line == 44
+    assert (facts.autocast, facts.scaler_line, facts.compile_line) == ("bfloat16", 43, 46)
+    assert est.confidence == "medium"
+    assert any(a.startswith("model input 12x1024 int64") for a in est.assumptions)

@@ -11,7 +11,7 @@ from tvis_tui.vram import builtins, forward, methods, ops, torchlib
 from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.interp import Interp, Scope
-from tvis_tui.vram.source import line, named, text
+from tvis_tui.vram.source import named, text
 from tvis_tui.vram.values import (UNKNOWN, Context, Function, Instance, Loader, Module,
                                   Native, Optimizer, Param, Ref, Tensor, Unknown, UserClass)
 
@@ -28,6 +28,9 @@ class Api:
         self.globals = Scope(builtins.scope())
         self.interp = Interp(self, facts, tape)
         self.module_depth = 0
+
+    def at(self, node: Node | None) -> int:
+        return self.interp.at(node)
 
     def __enter__(self) -> "Api":
         _CURRENT.append(self)
@@ -92,6 +95,8 @@ class Api:
             if name in obj.methods:
                 return Function(obj.methods[name], obj.scope)
             return Unknown(f"{obj.name}.{name}")
+        if isinstance(obj, Param) and name in ("shape", "requires_grad", "dtype"):
+            return {"shape": obj.shape, "requires_grad": obj.trainable, "dtype": obj.dtype}[name]
         if isinstance(obj, (Optimizer, Loader, Param, Context)):
             return Native(name, torchlib.object_method, obj)
         if isinstance(obj, Unknown):
@@ -114,12 +119,12 @@ class Api:
         if isinstance(fn, Function):
             return self.interp.call_function(fn, args, kwargs)
         if isinstance(fn, UserClass):
-            obj = self.interp.instantiate(fn, args, kwargs, line(node))
+            obj = self.interp.instantiate(fn, args, kwargs, self.interp.at(node))
             if isinstance(obj, Module):
                 self.facts.on_model(obj, node)
             return obj
         if isinstance(fn, Module):
-            return self.call_module(fn, args, kwargs, line(node))
+            return self.call_module(fn, args, kwargs, self.interp.at(node))
         if isinstance(fn, Native):
             return fn.fn(self, fn, args, kwargs, node)
         if isinstance(fn, Ref):
@@ -196,7 +201,7 @@ class Api:
         if isinstance(manager, Context):
             manager.saved = (self.tape.grad_enabled, self.tape.autocast)
             if manager.kind == "autocast" and manager.enabled:
-                self.tape.autocast = self.facts.autocast_dtype(manager.dtype, node)
+                self.tape.autocast = self.facts.autocast_dtype(manager.dtype, self.at(node))
                 self.tape.cast_cache = {}
             elif manager.kind == "no_grad":
                 self.tape.grad_enabled = False
@@ -209,5 +214,5 @@ class Api:
             self.tape.grad_enabled, self.tape.autocast = manager.saved
 
     def tensor_binary(self, op: str, left: Any, right: Any, node: Node) -> Any:
-        return ops.binary(self.tape, op, left, right, line(node))
+        return ops.binary(self.tape, op, left, right, self.interp.at(node))
 

@@ -98,7 +98,11 @@ def _comprehension(it, node, scope):
         if len(results) > 4096:
             return
         if index == len(clauses):
-            results.append(body if body.type == "pair" else it.eval(body, inner))
+            if body.type == "pair":
+                results.append((it.eval(body.child_by_field_name("key"), inner),
+                                it.eval(body.child_by_field_name("value"), inner)))
+            else:
+                results.append(it.eval(body, inner))
             return
         clause = clauses[index]
         if clause.type == "if_clause":
@@ -114,7 +118,7 @@ def _comprehension(it, node, scope):
 
     run(0, Scope(scope))
     if node.type == "dictionary_comprehension":
-        return {it.eval(p.child_by_field_name("key"), scope): UNKNOWN for p in results}
+        return {key: value for key, value in results if not isinstance(key, Unknown)}
     return tuple(results) if node.type == "generator_expression" else list(results)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from tvis_tui.vram.source import call_name, line, named, read_tree, text, walk
+from tvis_tui.vram.source import call_name, contains_call, named, read_tree, text, walk
 from tvis_tui.vram.values import (UNKNOWN, Instance, Loader, Module, Optimizer, Param,
                                   Tensor, Unknown)
 
@@ -88,7 +88,7 @@ class Facts:
         elif SEQ_NAMES.match(name):
             value = s.seq_len if s.seq_len is not None else value
         if isinstance(value, int) and not isinstance(value, bool):
-            self.named.setdefault(name.lower(), (value, 0))
+            self.named[name.lower()] = (value, 0)  # the latest assignment wins
         return value
 
     def named_value(self, pattern: re.Pattern) -> int | None:
@@ -152,7 +152,11 @@ class Facts:
         self.model_line = module.line
         self._mark_repeated(module)
         if not args or not isinstance(args[0], Tensor):
-            args = [synthetic_input(self, module)] + list(args[1:])
+            made = synthetic_input(self, module)
+            self.assume(f"model input {'x'.join(map(str, made.shape))} {made.dtype}, sized from "
+                        "the first layer and the script's named sizes (the batch itself could "
+                        "not be followed)")
+            args = [made] + list(args[1:])
         self.inputs = [a for a in args if isinstance(a, Tensor)]
         if self.settings.dtype and self.settings.dtype.startswith("amp-") and tape.autocast is None:
             tape.autocast = self.autocast_dtype(self.settings.dtype[4:], None)
@@ -165,13 +169,13 @@ class Facts:
             if len(kinds) >= 2 and len(set(kinds)) == 1 and items[0].params():
                 self.repeated.update(id(m) for m in items)
 
-    def autocast_dtype(self, dtype: str | None, node: Node | None) -> str:
+    def autocast_dtype(self, dtype: str | None, at: int | None) -> str:
         forced = self.settings.dtype
         if forced and forced.startswith("amp-"):
             dtype = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}.get(forced, dtype)
         dtype = dtype or "float16"
-        if node is not None and not self.autocast_line:
-            self.autocast_line = line(node)
+        if at and not self.autocast_line:
+            self.autocast_line = at
         self.autocast = dtype
         return dtype
 
@@ -198,7 +202,14 @@ class Facts:
         self.held = held_tensors(api.interp.scopes, self.settings.device == "cpu")
 
     def note_training_loop(self, node: Node, scope: Any, interp: Any) -> None:
-        self.loop_line = self.loop_line or line(node)
+        self.loop_line = self.loop_line or interp.at(node)
+        body = node.child_by_field_name("body")
+        if node.type == "for_statement" and not contains_call(body, {"step"}):
+            # `for micro_step in range(N): ... loss.backward()` with the step outside.
+            steps = interp.eval(node.child_by_field_name("right"), scope)
+            if isinstance(steps, range) and len(steps) > 1:
+                self.accumulation, self.accumulation_line = len(steps), interp.at(node)
+                return
         for cond in (n.child_by_field_name("condition") for n in walk(node) if n.type == "if_statement"):
             block = cond.parent.child_by_field_name("consequence") if cond else None
             if block is None or not any(n.type == "call" and call_name(n) == "step" for n in walk(block)):
@@ -207,7 +218,7 @@ class Facts:
                     n.child_by_field_name("operator")) == "%"):
                 value = interp.eval(mod.child_by_field_name("right"), scope)
                 if isinstance(value, int) and value > 1:
-                    self.accumulation, self.accumulation_line = value, line(mod)
+                    self.accumulation, self.accumulation_line = value, interp.at(mod)
                     return
 
     def has_sibling(self, module: str) -> bool:
@@ -223,16 +234,16 @@ class Facts:
         if key not in self._siblings:
             self._siblings[key] = None  # a file importing itself back reads as unknown
             tree = read_tree(self._sibling_path(module)) if key else None
-            self._siblings[key] = self._read_sibling(tree, api) if tree is not None else None
+            self._siblings[key] = self._read_sibling(tree, api, key) if tree is not None else None
         scope = self._siblings[key]
         if scope is None:
             return Unknown(f"{module}.{name}")
         return scope.vars.get(name, UNKNOWN)
 
-    def _read_sibling(self, tree: Any, api: Any) -> Any:
+    def _read_sibling(self, tree: Any, api: Any, key: str) -> Any:
         from tvis_tui.vram.interp import Scope
 
-        scope = Scope(api.globals.parent)
+        scope = Scope(api.globals.parent, file=key)
         for stmt in named(tree.root_node):
             if stmt.type in ("class_definition", "function_definition", "decorated_definition",
                              "import_statement", "import_from_statement", "expression_statement"):

@@ -13,7 +13,7 @@ from typing import Any
 from tree_sitter import Node
 
 from tvis_tui.vram import expr
-from tvis_tui.vram.source import contains_call, named, text
+from tvis_tui.vram.source import contains_call, line, named, text
 from tvis_tui.vram.values import UNKNOWN, Function, Instance, Module, Unknown, UserClass
 
 MAX_LOOP = 256
@@ -29,9 +29,13 @@ TRAINING_CALLS = {"backward", "step"}
 
 
 class Scope:
-    def __init__(self, parent: "Scope | None" = None) -> None:
+    """Names of one function call or module. `file` is None for the script being estimated
+    and the module name for a sibling file it imports."""
+
+    def __init__(self, parent: "Scope | None" = None, file: str | None = None) -> None:
         self.vars: dict[str, Any] = {}
         self.parent = parent
+        self.file = file if file is not None or parent is None else parent.file
 
     def get(self, name: str) -> Any:
         scope: Scope | None = self
@@ -76,6 +80,8 @@ class Interp:
         self.scopes: list[Scope] = []
         self.deadline = time.monotonic() + MAX_SECONDS
         self.out_of_budget = False
+        self.current_file: str | None = None
+        self.main_line = 0
 
     def restart_budget(self) -> None:
         self.steps = 0
@@ -94,8 +100,18 @@ class Interp:
         for stmt in named(node):
             self.exec_stmt(stmt, scope)
 
+    def at(self, node: Node | None) -> int:
+        """The script line to report for `node`: its own line in the script, or for code in
+        a sibling file, the line of the script's statement that led there."""
+        if node is None or self.current_file is not None:
+            return self.main_line
+        return line(node)
+
     def exec_stmt(self, node: Node, scope: Scope) -> None:
         self.tick()
+        self.current_file = scope.file
+        if scope.file is None:
+            self.main_line = line(node)
         kind = node.type
         handler = getattr(self, f"_s_{kind}", None)
         if handler is not None:
@@ -243,6 +259,7 @@ class Interp:
         expr.bind_params(self, params, args, kwargs, scope)
         self.depth += 1
         self.scopes.append(scope)
+        caller_file, self.current_file = self.current_file, scope.file
         try:
             body = fn.node.child_by_field_name("body")
             if fn.node.type == "lambda":
@@ -253,6 +270,7 @@ class Interp:
         finally:
             self.depth -= 1
             self.scopes.pop()
+            self.current_file = caller_file
         return None
 
     def instantiate(self, cls: UserClass, args: list, kwargs: dict, line: int) -> Any:

@@ -8,7 +8,6 @@ from typing import Any
 from tree_sitter import Node
 
 from tvis_tui.vram import ops
-from tvis_tui.vram.source import line
 from tvis_tui.vram.values import ITEMSIZE, DType, Native, Tensor, Unknown
 
 
@@ -30,7 +29,7 @@ def _method(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> A
     t: Tensor = native.self_value
     name = native.name
     tape = api.tape
-    at = line(node)
+    at = api.at(node)
     handler = _METHODS.get(name)
     if handler is not None:
         return handler(api, t, args, kwargs, at)

@@ -45,10 +45,15 @@ def read_list(facts: Facts, params: list[Param], opt_key: str, tape: Tape) -> li
     return out
 
 
+LOW_CONFIDENCE = ("one training step of", "no model found", "model could not be followed",
+                  "could not read", "the model's forward is too long")
+"""Assumptions that replace the model or its training step, not just a size."""
+
+
 def confidence(facts: Facts, tape: Tape) -> str:
     """high: the script's own training step was followed through known layers with nothing
     assumed; low: the step or the model had to be assumed; medium otherwise."""
-    step_assumed = any("training step" in a or "model" in a for a in facts.assumed)
+    step_assumed = any(a.startswith(LOW_CONFIDENCE) for a in facts.assumed)
     if step_assumed or facts.model is None and not facts.settings.params:
         return "low"
     total = tape.followed + tape.guessed

@@ -9,7 +9,6 @@ from tree_sitter import Node
 from tvis_tui.vram import known_models, layers
 from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.functional import functional_call
-from tvis_tui.vram.source import line
 from tvis_tui.vram.values import (ITEMSIZE, UNKNOWN, Context, DType, Instance, Loader, Module,
                                   Native, Optimizer, Param, Ref, Tensor, Unknown)
 
@@ -47,7 +46,7 @@ _NOT_MINE = object()
 def call(api: Any, path: str, args: list, kwargs: dict, node: Node) -> Any:
     """Dispatch a call to a library name by the last parts of its dotted path."""
     parts = path.split(".")
-    at = line(node)
+    at = api.at(node)
     for handler in (_modules, _training, _data, _python):
         value = handler(api, parts, args, kwargs, at)
         if value is not _NOT_MINE:
@@ -171,7 +170,7 @@ def module_method(api: Any, native: Native, args: list, kwargs: dict, node: Node
     name = native.name
     dtype = _cast_target(name, args, kwargs)
     if dtype is not None:
-        api.facts.on_param_dtype(module, dtype, line(node))
+        api.facts.on_param_dtype(module, dtype, api.at(node))
         return module
     if name in ("parameters", "named_parameters"):
         params = [p for p in module.params() if not p.buffer]
@@ -183,10 +182,10 @@ def module_method(api: Any, native: Native, args: list, kwargs: dict, node: Node
             p.trainable = False
         return module
     if name == "zero_grad":
-        api.facts.on_zero_grad(kwargs.get("set_to_none", True), line(node))
+        api.facts.on_zero_grad(kwargs.get("set_to_none", True), api.at(node))
         return None
     if name in ("gradient_checkpointing_enable",):
-        api.facts.checkpoint_line = line(node)
+        api.facts.checkpoint_line = api.at(node)
         return None
     if name in ("add_module", "register_module") and len(args) == 2:
         module.attrs[str(args[0])] = args[1]
@@ -198,7 +197,7 @@ def module_method(api: Any, native: Native, args: list, kwargs: dict, node: Node
         module.attrs[str(args[0])] = value
         return None
     if name == "forward":
-        return api.call_module(module, args, kwargs, line(node))
+        return api.call_module(module, args, kwargs, api.at(node))
     if name == "append" and "_list" in module.attrs:
         module.attrs["_list"].append(args[0])
         return None
@@ -210,12 +209,12 @@ def object_method(api: Any, native: Native, args: list, kwargs: dict, node: Node
     obj, name = native.self_value, native.name
     if isinstance(obj, Optimizer):
         if name == "step":
-            api.facts.on_step(line(node))
+            api.facts.on_step(api.at(node))
         elif name == "zero_grad":
-            api.facts.on_zero_grad(kwargs.get("set_to_none", True), line(node))
+            api.facts.on_zero_grad(kwargs.get("set_to_none", True), api.at(node))
         return None
     if isinstance(obj, Param):
-        return obj.numel if name == "numel" else None
+        return {"numel": obj.numel, "dim": len(obj.shape), "size": obj.shape}.get(name)
     if isinstance(obj, Instance):
         return _instance_method(api, obj, name, args, kwargs, node)
     return Unknown(name)
@@ -238,7 +237,7 @@ def _instance_method(api: Any, obj: Instance, name: str, args: list, kwargs: dic
         if name == "scale":
             return args[0] if args else UNKNOWN
         if name == "step" and args and isinstance(args[0], Optimizer):
-            api.facts.on_step(line(node))
+            api.facts.on_step(api.at(node))
         return None
     return Unknown(name)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import runpy
 import sys
 import warnings
@@ -186,7 +187,7 @@ def _parts(tracker: Any, optimizers: list[Any]) -> dict[str, int]:
 
 def torch_available() -> bool:
     try:
-        import torch  # noqa: F401
+        importlib.import_module("torch")
     except ImportError:
         return False
     return True
