@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tvis_tui.cli import main
+from tvis_tui.vram.estimate import OVERHEAD_NOTE
 from tvis_tui.vram.gpus import GIB
 
 PARTS = {"parameters", "gradients", "optimizer_state", "activations", "workspace",
@@ -28,6 +29,7 @@ def test_text_report_has_breakdown_bar_verdict_and_suggestions(script, capsys):
     assert "does not fit" in out and "short by" in out
     assert "suggestions:" in out and "micro-batches" in out
     assert "model Sequential: 2,911,936 parameters (line 50)" in out
+    assert "peak reached at: backward" in out
 
 
 def test_json_has_exactly_the_documented_keys(script, capsys):
@@ -38,7 +40,8 @@ def test_json_has_exactly_the_documented_keys(script, capsys):
     assert doc["peak_bytes"] == sum(doc["breakdown"].values())
     assert doc["fits"] is True and doc["gpu"]["key"] == "a100-40gb"
     assert doc["gpu"]["verdict"] == "fits" and doc["gpu"]["headroom_bytes"] > 0
-    assert doc["confidence"] == "high" and doc["assumptions"] == []
+    assert doc["confidence"] == "high"
+    assert doc["assumptions"] == [OVERHEAD_NOTE]  # nothing about the script was assumed
     for s in doc["suggestions"]:
         assert set(s) == {"change", "saves_bytes", "line", "peak_after_bytes"}
         assert s["saves_bytes"] > 0 and isinstance(s["line"], int)

@@ -74,6 +74,8 @@ class Api:
         if isinstance(obj, Tensor):
             return methods.tensor_attr(self, obj, name, node)
         if isinstance(obj, Module):
+            if name == "training" and name not in obj.attrs:
+                return True  # the reader follows training, not evaluation
             if name in obj.attrs:
                 return obj.attrs[name]
             if obj.cls is not None and name in obj.cls.methods:

@@ -22,6 +22,9 @@ no tensor holds it, nvidia-smi shows it."""
 ALLOCATOR_OVERHEAD = 0.07
 """The caching allocator's rounding and fragmentation over the tensor peak, as a fraction."""
 
+OVERHEAD_NOTE = (f"CUDA context {CUDA_CONTEXT // MIB} MiB and allocator overhead "
+                 f"{ALLOCATOR_OVERHEAD:.0%} of the tensor peak (typical values, not read)")
+
 PARTS = ("parameters", "gradients", "optimizer_state", "activations", "workspace",
          "cuda_context", "allocator_overhead")
 
@@ -156,13 +159,15 @@ def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Est
     parts = {"parameters": peak.parameters, "gradients": peak.gradients,
              "optimizer_state": peak.optimizer_state, "activations": peak.activations,
              "workspace": peak.workspace, "cuda_context": 0, "allocator_overhead": 0}
+    assumptions = list(facts.assumed)
     if settings.device == "cuda":
         parts["cuda_context"] = CUDA_CONTEXT
         parts["allocator_overhead"] = int(tensor_total * ALLOCATOR_OVERHEAD)
+        assumptions.append(OVERHEAD_NOTE)
     from tvis_tui.vram.report import confidence, read_list
 
     return Estimate(script, parts, peak.phase, read_list(facts, params, opt_key, tape),
-                    list(facts.assumed), confidence(facts, tape), facts, settings)
+                    assumptions, confidence(facts, tape), facts, settings)
 
 
 def _batch_scale(facts: Facts, settings: Settings) -> float:

@@ -113,6 +113,9 @@ class Facts:
 
     # model ----------------------------------------------------------------------------
     def on_layer(self, module: Module) -> Module:
+        if module.config.get("unsized"):
+            self.assume(f"size of {module.kind} at line {module.line} not readable; "
+                        "its parameters are not counted")
         if self.settings.dtype in ("float16", "bfloat16"):
             for p in module.params():
                 p.dtype = self.settings.dtype
@@ -315,5 +318,10 @@ def synthetic_input(facts: Facts, model: Module) -> Tensor:
                       else (seq, batch, config.get("input_size", 1)))
     if kind == "Linear":
         return Tensor((batch, config.get("in_features", 1)))
+    if kind == "MultiheadAttention":
+        seq = seq or DEFAULT_SEQ
+        facts.assume(f"sequence length {seq}")
+        width = config.get("embed_dim", 1)
+        return Tensor((batch, seq, width) if config.get("batch_first") else (seq, batch, width))
     facts.assume(f"input of {image}x{image} RGB images")
     return Tensor((batch, 3, image, image))

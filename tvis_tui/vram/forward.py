@@ -180,14 +180,16 @@ def _mha(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) 
     s = key.shape[1] if first else key.shape[0]
     dtype = tape.compute_dtype("linear", x.dtype)
     qkv = Tensor(x.shape[:-1] + (3 * e,), dtype)
-    tape.record("linear", [x], [qkv], [tape.cast(x, dtype)], params_of(m), line)
+    # batch_first inputs are transposed to (T, B, E) before the projection, whose reshape
+    # of the non-contiguous view copies it: that copy is what the projection keeps.
+    projected = Tensor(x.shape, dtype) if first else tape.cast(x, dtype)
+    tape.record("linear", [x], [qkv], [projected], params_of(m), line)
     attn = Tensor(x.shape, dtype)
-    saved = [qkv, attn, Tensor((b, heads, t), "float32")]
-    weights: Any = None
-    if kwargs.get("need_weights", True) is not False:
-        probs = Tensor((b * heads, t, s), dtype)
-        saved = [qkv, probs, Tensor((b, t, s), dtype)]
-        weights = Tensor((b, t, s), dtype)
+    need_weights = kwargs.get("need_weights", True) is not False
+    kept = ops.attention_kept(tape, (b, heads, t, s), dtype, m.config.get("dropout", 0.0),
+                              need_weights)
+    weights = Tensor((b, t, s), dtype) if need_weights else None
+    saved = [qkv, attn, Tensor((b, heads, t), "float32")] + kept + ([weights] if weights else [])
     tape.record("sdpa", [qkv], [attn], saved, [], line)
     out = _linear(tape, m.attrs["out_proj"], attn, [], {}, line) if "out_proj" in m.attrs else attn
     return (out, weights)

@@ -78,8 +78,8 @@ def simple_loss(api: Any, args: list, kwargs: dict, at: int) -> Any:
 
 
 def sdpa(api: Any, args: list, kwargs: dict, at: int) -> Any:
-    """Fused attention keeps q, k, v, its output and a float32 log-sum-exp per query;
-    never the (T, S) probabilities."""
+    """Fused attention keeps q, k, v, its output and a float32 log-sum-exp per query, and
+    the (T, S) matrices only where torch falls back to the math path."""
     q, k, v = (list(args) + [None] * 3)[:3]
     if not all(isinstance(t, Tensor) for t in (q, k, v)):
         return Unknown("attention inputs")
@@ -90,7 +90,9 @@ def sdpa(api: Any, args: list, kwargs: dict, at: int) -> Any:
     # The fused kernels write (batch, T, heads, dim): out.transpose(1, 2) needs no copy.
     out.heads_last = True
     lse = Tensor(q.shape[:-1], "float32")
-    tape.record("sdpa", [q, k, v], [out], [qc, kc, vc, out, lse], line=at)
+    dropout = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
+    matrices = ops.attention_kept(tape, q.shape[:-1] + k.shape[-2:-1], dtype, dropout, False)
+    tape.record("sdpa", [q, k, v], [out], [qc, kc, vc, out, lse] + matrices, line=at)
     return out
 
 

@@ -197,6 +197,9 @@ class Interp:
         target = node.child_by_field_name("left")
         trains = contains_call(body, TRAINING_CALLS)
         items = self.api.iterate(iterable, node, trains)
+        if isinstance(iterable, Unknown) and not trains and self.current_file is None:
+            self.facts.assume(f"loop at line {self.at(node)} runs an unknown number of times; "
+                              "what it builds is not counted")
         limit = 1 if trains else MAX_LOOP
         if trains:
             self.training_loops += 1

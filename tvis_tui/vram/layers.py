@@ -78,6 +78,7 @@ def build(kind: str, args: list, kwargs: dict, line: int) -> Module:
         maker = _batchnorm
     if maker is not None:
         maker(module, config)
+        module.config["unsized"] = not module.params()
     return module
 
 
@@ -157,7 +158,8 @@ def _mha(m: Module, c: dict) -> None:
 
 def _encoder_layer(m: Module, c: dict) -> None:
     d, ff = c.get("d_model"), c.get("dim_feedforward", 2048)
-    m.attrs["self_attn"] = build("MultiheadAttention", [d, c.get("nhead")], {}, m.line)
+    m.attrs["self_attn"] = build("MultiheadAttention", [d, c.get("nhead"), c.get("dropout", 0.1)],
+                                 {"batch_first": c.get("batch_first", False)}, m.line)
     m.attrs["linear1"] = build("Linear", [d, ff], {}, m.line)
     m.attrs["linear2"] = build("Linear", [ff, d], {}, m.line)
     m.attrs["norm1"] = build("LayerNorm", [d], {}, m.line)

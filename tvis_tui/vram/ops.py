@@ -186,3 +186,17 @@ def index(x: Tensor, keys: list) -> Tensor:
     if gathered:
         return Tensor(tuple(out), x.dtype, x.requires_grad)
     return view(x, tuple(out), contiguous=False)
+
+
+def attention_kept(tape: Tape, shape: tuple, dtype: str, dropout: Any, math_path: bool) -> list[Tensor]:
+    """The (batch, heads, T, S) tensors an attention keeps for backward. Fused kernels keep
+    none, except that the CPU one has no dropout: with dropout > 0 on CPU, and whenever the
+    weights are asked for, the math path keeps the probabilities, the dropout noise (a bool
+    mask on CUDA) and the dropped probabilities."""
+    training = tape.grad_enabled and isinstance(dropout, (int, float)) and dropout > 0
+    if not math_path and not (training and tape.device == "cpu"):
+        return []
+    kept = [Tensor(shape, dtype)]
+    if training:
+        kept += [Tensor(shape, "bool" if tape.device == "cuda" else dtype), Tensor(shape, dtype)]
+    return kept

@@ -85,6 +85,7 @@ def suggestions_block(suggestions: list[Suggestion], verdict: Verdict) -> Render
 def report(estimate: Estimate, verdict: Verdict, suggestions: list[Suggestion],
            title: str) -> Group:
     parts: list[RenderableType] = [Text(title, style="bold"), breakdown_table(estimate.breakdown),
+                                   Text(f"peak reached at: {estimate.phase}", style="dim"),
                                    Text(""), gpu_bar(estimate.breakdown, verdict),
                                    verdict_line(verdict, estimate.confidence), Text("")]
     if estimate.read:

@@ -198,7 +198,7 @@ def torch_available() -> bool:
 
 def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> Any:
     """An Estimate whose breakdown is the traced one, overheads added as the static path does."""
-    from tvis_tui.vram.estimate import ALLOCATOR_OVERHEAD, CUDA_CONTEXT, Estimate
+    from tvis_tui.vram.estimate import ALLOCATOR_OVERHEAD, CUDA_CONTEXT, OVERHEAD_NOTE, Estimate
 
     result = trace(path, argv)
     if result.error is not None:
@@ -212,6 +212,6 @@ def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> An
     assumptions = ["traced: the script ran on fake tensors with CPU kernels for "
                    f"{len(result.step_peaks)} step(s); the last step is reported"]
     if on_cuda:
-        assumptions.append("CUDA context and allocator overhead estimated, not traced")
+        assumptions.append(OVERHEAD_NOTE)
     return Estimate(str(path), parts, "traced", static.read, assumptions, "exact (traced)",
                     static.facts, static.settings)
