@@ -17,6 +17,9 @@ from tvis_tui.vram.facts import Settings
     ("gpt_manual", "LM", (8, 256)),                 # argparse sizes, checkpoint()
     ("lstm", "RNNModel", (32, 64)),                 # forward(x, hidden)
     ("lm_noflash", "Sequential", (12, 192)),        # module constants, slicing
+    ("vae", "VAE", (256, 1, 28, 28)),               # tuple outputs, randn_like, exp
+    ("vit", "ViT", (64, 3, 64, 64)),                # Parameters, cat/expand, MHA weights
+    ("gru", "Classifier", (64, 200)),               # bidirectional GRU, loss module
 ])
 def test_every_bundled_script_is_followed(script, name, model, batch):
     est = estimate(script(name))

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from tvis_tui.vram import ops
-from tvis_tui.vram.layers import (ACTIVATIONS, RNN_SAVED_PER_GATE_ELEMENT, RNN_GATES,
+from tvis_tui.vram.layers import (ACTIVATIONS, RNN_SAVED_PER_STEP, RNN_GATES,
                                   _pair, conv_out, params_of, weight_of)
 from tvis_tui.vram.tape import Tape
 from tvis_tui.vram.values import Module, Tensor, Unknown
@@ -156,10 +156,15 @@ def _rnn(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) 
     dtype = tape.compute_dtype("lstm", x.dtype)
     out = Tensor(x.shape[:2] + (h * dirs,), dtype)
     state = Tensor((layers * dirs, batch, h), dtype)
-    gates = RNN_GATES.get(m.kind, 4)
-    per = RNN_SAVED_PER_GATE_ELEMENT.get(tape.device, RNN_SAVED_PER_GATE_ELEMENT["cuda"])
-    kept = Tensor((int(layers * dirs * steps * batch * h * gates * per),), dtype)
-    tape.record("lstm", [x], [out, state], [tape.cast(x, dtype), kept], params_of_tree(m), line)
+    device = tape.device if tape.device in ("cpu", "cuda") else "cuda"
+    per = RNN_SAVED_PER_STEP[(device, m.kind if m.kind in RNN_GATES else "LSTM")]
+    kept = [Tensor((int(layers * dirs * steps * batch * h * per),), dtype)]
+    between = (layers - 1) * dirs * steps * batch * h  # each upper layer keeps its input
+    if between:
+        kept.append(Tensor((between,), dtype))
+        if tape.device == "cpu" and isinstance(c.get("dropout"), (int, float)) and c["dropout"] > 0:
+            kept.append(Tensor((between,), dtype))  # dropout noise between layers
+    tape.record("lstm", [x], [out, state], [tape.cast(x, dtype)] + kept, params_of_tree(m), line)
     if m.kind == "LSTM":
         return (out, (state, Tensor(state.shape, dtype)))
     return (out, state)

@@ -47,11 +47,14 @@ ACTIVATIONS = {"ReLU": "relu", "GELU": "gelu", "SiLU": "silu", "Tanh": "tanh",
 
 RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
-RNN_SAVED_PER_GATE_ELEMENT = {"cpu": 4.1, "cuda": 1.5}
-"""Elements an RNN keeps for backward per gate element and time step. CPU: measured on
-torch's unrolled CPU kernel (gate inputs, nonlinearity outputs, cell products). CUDA:
-cuDNN's reserve space holds the gate activations and cell states, about 6 hidden-sized
-values per step for an LSTM; a stated estimate, not measured here."""
+RNN_SAVED_PER_STEP = {
+    ("cpu", "LSTM"): 16.4, ("cpu", "GRU"): 7.0, ("cpu", "RNN"): 1.0,
+    ("cuda", "LSTM"): 6.0, ("cuda", "GRU"): 5.0, ("cuda", "RNN"): 2.0,
+}
+"""Elements a recurrent layer keeps for backward per time step, batch row and hidden unit,
+per layer and direction. CPU: measured with torch 2.13 (LSTM: oneDNN's workspace plus its
+outputs; GRU and RNN: the unrolled kernel's gates and products). CUDA: cuDNN's reserve
+space holds the gate activations and cell states; stated estimates, not measured here."""
 
 
 def bind(kind: str, args: list, kwargs: dict) -> dict:
