@@ -72,3 +72,12 @@ def test_nanogpt_style_training_script(fixture):
     assert (facts.autocast, facts.scaler_line, facts.compile_line) == ("bfloat16", 43, 46)
     assert est.confidence == "medium"
     assert any(a.startswith("model input 12x1024 int64") for a in est.assumptions)
+
+
+def test_fsdp_shards_over_the_scripts_world_size(fixture):
+    est = estimate(fixture("fsdp"))
+    full = sum(p.numel for p in est.facts.model.params()) * 4
+    assert est.facts.sharding == "fsdp"
+    assert est.breakdown["parameters"] == full // 4
+    assert est.breakdown["optimizer_state"] == 2 * full // 4
+    assert "data parallel fsdp (line 6)" in est.read

@@ -41,3 +41,12 @@ def test_no_change_is_offered_for_what_the_script_already_does(script):
     fixes = suggest(estimate(script("gpt_sdpa")), 10 ** 15)
     text = " ".join(s.change for s in fixes)
     assert "autocast" not in text and "scaled_dot_product_attention" not in text
+
+
+def test_freezing_large_embeddings_is_offered(script):
+    fixes = suggest(estimate(script("gru")), 10 ** 15)
+    freeze = [s for s in fixes if "requires_grad_(False)" in s.change]
+    assert freeze and freeze[0].line == 13
+    # The peak is in backward, before the embedding's gradient exists: what goes at that
+    # moment is its RMSprop state, 20000x128 float32.
+    assert freeze[0].saves_bytes >= 20000 * 128 * 4

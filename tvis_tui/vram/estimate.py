@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tvis_tui.vram.api import Api
-from tvis_tui.vram.facts import Facts, Settings
+from tvis_tui.vram.facts import WORLD_NAMES, Facts, Settings
 from tvis_tui.vram.functional import cross_entropy
 from tvis_tui.vram.interp import OutOfBudget
 from tvis_tui.vram.memory import (Peak, backward_peak, grad_bytes, optimizer_bytes,
@@ -24,6 +24,9 @@ ALLOCATOR_OVERHEAD = 0.07
 
 OVERHEAD_NOTE = (f"CUDA context {CUDA_CONTEXT // MIB} MiB and allocator overhead "
                  f"{ALLOCATOR_OVERHEAD:.0%} of the tensor peak (typical values, not read)")
+
+ASSUMED_WORLD = 8
+"""GPUs assumed for an FSDP script whose world size comes from the launcher."""
 
 PARTS = ("parameters", "gradients", "optimizer_state", "activations", "workspace",
          "cuda_context", "allocator_overhead")
@@ -133,41 +136,63 @@ def _optimizer(facts: Facts, settings: Settings) -> tuple[str, dict]:
 
 def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Estimate:
     params = _params(facts, settings)
-    trainable = [p for p in params if p.trainable and not p.buffer]
-    p_bytes = sum(p.numel * ITEMSIZE.get(p.dtype, 4) for p in params)
-    g_bytes = grad_bytes(trainable)
     opt_key, opt_kwargs = _optimizer(facts, settings)
-    s_bytes, temp = optimizer_bytes(opt_key, trainable, settings.device, opt_kwargs)
-    shards = max(1, settings.shards)
-    base = Peak(parameters=p_bytes // shards, optimizer_state=s_bytes // shards)
-    if facts.sharding == "ddp" and settings.device == "cuda":
-        base.workspace = g_bytes  # DDP's gradient buckets, a second copy of the gradients
+    base, grads, temp = _resident(facts, settings, params, opt_key, opt_kwargs)
     if settings.accumulation:
         facts.accumulation = max(facts.accumulation, settings.accumulation)
     set_to_none = settings.set_to_none if settings.set_to_none is not None else facts.set_to_none
     grads_present = not set_to_none or facts.accumulation > 1 or not facts.zero_grad_line
     grads_at_forward = grads_present or facts.forward_line < facts.zero_grad_line < facts.backward_line
-    ops = facts.snapshot or []
+    ops, held = facts.snapshot or [], facts.held
     scale = _batch_scale(facts, settings)
-    held = facts.held
     if scale != 1.0:
         ops, held = scaled(ops, held, scale)
-    peaks = [backward_peak(ops, held, base, g_bytes // shards, grads_present, grads_at_forward),
-             optimizer_peak(base, g_bytes // shards, held, temp // shards)]
-    peak = max(peaks, key=lambda p: p.total)
-    tensor_total = peak.total
+    share = 1 / _shards(facts, settings)
+    peak = max(backward_peak(ops, held, base, grads, grads_present, grads_at_forward, share),
+               optimizer_peak(base, grads, held, temp), key=lambda p: p.total)
     parts = {"parameters": peak.parameters, "gradients": peak.gradients,
              "optimizer_state": peak.optimizer_state, "activations": peak.activations,
              "workspace": peak.workspace, "cuda_context": 0, "allocator_overhead": 0}
     assumptions = list(facts.assumed)
     if settings.device == "cuda":
         parts["cuda_context"] = CUDA_CONTEXT
-        parts["allocator_overhead"] = int(tensor_total * ALLOCATOR_OVERHEAD)
+        parts["allocator_overhead"] = int(peak.total * ALLOCATOR_OVERHEAD)
         assumptions.append(OVERHEAD_NOTE)
     from tvis_tui.vram.report import confidence, read_list
 
     return Estimate(script, parts, peak.phase, read_list(facts, params, opt_key, tape),
                     assumptions, confidence(facts, tape), facts, settings)
+
+
+def _resident(facts: Facts, settings: Settings, params: list[Param], opt_key: str,
+              opt_kwargs: dict) -> tuple[Peak, int, int]:
+    """What stays in memory through the step, per GPU: parameters and optimizer state (and
+    DDP's gradient buckets), with the full gradient size and the optimizer's temporaries."""
+    if settings.freeze_embeddings:
+        for p in params:
+            p.trainable = p.trainable and not getattr(p, "embedding", False)
+    trainable = [p for p in params if p.trainable and not p.buffer]
+    shards = _shards(facts, settings)
+    p_bytes = sum(p.numel * ITEMSIZE.get(p.dtype, 4) for p in params)
+    g_bytes = grad_bytes(trainable)
+    s_bytes, temp = optimizer_bytes(opt_key, trainable, settings.device, opt_kwargs)
+    base = Peak(parameters=p_bytes // shards, optimizer_state=s_bytes // shards)
+    if facts.sharding == "ddp" and settings.device == "cuda":
+        base.workspace = g_bytes  # DDP's gradient buckets, a second copy of the gradients
+    return base, g_bytes // shards, temp // shards
+
+
+def _shards(facts: Facts, settings: Settings) -> int:
+    """GPUs that FSDP shards over: --what-if, the script's world size, or an assumed 8."""
+    if settings.shards > 1:
+        return settings.shards
+    if facts.sharding != "fsdp":
+        return 1
+    world = facts.named_value(WORLD_NAMES)
+    if world:
+        return world
+    facts.assume(f"FSDP over {ASSUMED_WORLD} GPUs (world size not found in the script)")
+    return ASSUMED_WORLD
 
 
 def _batch_scale(facts: Facts, settings: Settings) -> float:

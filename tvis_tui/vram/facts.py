@@ -18,6 +18,7 @@ BATCH_NAMES = re.compile(r"^(micro_?)?(train_)?batch(_?size)?$|^bs$|^per_device_
                          r"|^batch_size_per_(gpu|device)$", re.IGNORECASE)
 SEQ_NAMES = re.compile(r"^(max_)?(seq|sequence)_?len(gth)?$|^block_size$|^context_?(length|len)$"
                        r"|^max_len(gth)?$|^n_ctx$|^ctx_len$|^bptt$|^max_position$", re.IGNORECASE)
+WORLD_NAMES = re.compile(r"^(world_size|n_?gpus|num_gpus|nprocs|ngpu|num_devices)$", re.IGNORECASE)
 IMAGE_NAMES = re.compile(r"^(img|image)_?(size|res)$|^resolution$|^input_size$", re.IGNORECASE)
 
 DEFAULT_BATCH = 32
@@ -39,6 +40,7 @@ class Settings:
     fused_attention: bool = False
     set_to_none: bool | None = None
     shards: int = 1
+    freeze_embeddings: bool = False
     accumulation: int | None = None
     device: str = "cuda"
 

@@ -132,6 +132,7 @@ def _embedding(m: Module, c: dict) -> None:
     n, d = c.get("num_embeddings"), c.get("embedding_dim")
     if _ints(n, d):
         m.attrs["weight"] = Param((n, d))
+        m.attrs["weight"].embedding = True
 
 
 def _rnn(m: Module, c: dict) -> None:

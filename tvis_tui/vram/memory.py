@@ -46,11 +46,12 @@ def grad_bytes(params: list[Param]) -> int:
 
 
 def backward_peak(ops: list[Op], held: list[Tensor], base: Peak, grads_total: int,
-                  grads_present: bool, grads_at_forward: bool) -> Peak:
+                  grads_present: bool, grads_at_forward: bool, share: float = 1.0) -> Peak:
     """The largest moment from the end of forward through backward. `base` carries the
     parameters and optimizer state that are resident throughout. `grads_present`: the
     gradients are never freed (accumulation, set_to_none=False); `grads_at_forward`: last
-    step's gradients are still there when forward ends (zero_grad comes after forward)."""
+    step's gradients are still there when forward ends (zero_grad comes after forward).
+    `share` is the fraction of each gradient a GPU keeps (1/N under FSDP over N GPUs)."""
     sizes: dict[int, int] = {}
     first: dict[int, int] = {}
     for i, op in enumerate(ops):
@@ -75,7 +76,7 @@ def backward_peak(ops: list[Op], held: list[Tensor], base: Peak, grads_total: in
         if not grads_present:
             fresh = [p for p in op.params if id(p) not in seen]
             seen.update(id(p) for p in fresh)
-            grads += grad_bytes(fresh)
+            grads += int(grad_bytes(fresh) * share)
         moment = _moment(base, grads, live, held_bytes + transient, "backward")
         if moment.total > best.total:
             best = moment

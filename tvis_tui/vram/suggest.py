@@ -23,6 +23,8 @@ MIN_SHARE = 0.02
 MAX_SECONDS = 2.0
 """Time for trying changes; on scripts too long to re-read quickly fewer are tried."""
 FSDP_GPUS = 8
+FREEZE_SHARE = 0.1
+"""Embedding tables are worth freezing when they hold at least this share of parameters."""
 
 
 @dataclass
@@ -100,6 +102,17 @@ def _fsdp(s: Settings, e: Estimate) -> Settings | None:
     return _replace(s, shards=FSDP_GPUS)
 
 
+def _freeze(s: Settings, e: Estimate) -> Settings | None:
+    model = e.facts.model
+    if s.freeze_embeddings or model is None:
+        return None
+    params = model.params()
+    frozen = sum(p.numel for p in params if getattr(p, "embedding", False) and p.trainable)
+    if frozen < FREEZE_SHARE * sum(p.numel for p in params):
+        return None
+    return _replace(s, freeze_embeddings=True)
+
+
 def _score_line(e: Estimate) -> int:
     from tvis_tui.vram.tape import is_score_matrix
 
@@ -122,6 +135,9 @@ CANDIDATES = (
     _Candidate("8bit", lambda e: "use an 8-bit optimizer: bitsandbytes.optim.AdamW8bit(...)",
                _eight_bit, lambda e: e.facts.optimizers[0].line if e.facts.optimizers else 0),
     _Candidate("micro", _micro_text, _micro_batch, lambda e: e.facts.forward_line),
+    _Candidate("freeze", lambda e: "freeze the embedding tables when they come pretrained: "
+               "emb.weight.requires_grad_(False) (no gradients or optimizer state for them)",
+               _freeze, lambda e: e.facts.model_line),
     _Candidate("fsdp", lambda e: f"shard parameters, gradients and optimizer state with FSDP "
                f"over {FSDP_GPUS} GPUs (figure per GPU)", _fsdp, lambda e: e.facts.model_line),
 )
