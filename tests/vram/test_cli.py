@@ -98,6 +98,7 @@ def test_gpu_memory_flag_sets_usable_memory(script, capsys):
     (["--gpu", "voodoo5"], "unknown GPU 'voodoo5'"),
     (["--gpu-memory", "lots"], "cannot read memory size 'lots'"),
     (["--params", "many"], "--params 'many'"),
+    (["--optimizer", "adamx"], "--optimizer 'adamx': unknown; one of sgd, sgd-momentum"),
     (["--batch-size", "0"], "--batch-size 0"),
 ])
 def test_bad_options_are_one_line_errors(script, capsys, argv, needle):

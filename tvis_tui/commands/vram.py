@@ -47,6 +47,16 @@ def parse_count(text: str) -> int:
     return int(float(match.group(1)) * scale)
 
 
+def _optimizer(name: str) -> str:
+    from tvis_tui.vram.memory import OPTIMIZER_STATE
+
+    key = name.lower().replace("_", "")
+    key = key if key in OPTIMIZER_STATE else key.replace("-", "")
+    if key not in OPTIMIZER_STATE:
+        raise TvisError(f"--optimizer {name!r}: unknown; one of {', '.join(OPTIMIZER_STATE)}")
+    return key
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise TvisError(f"{name} {value}: must be 1 or more")
@@ -69,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
     if path.is_dir():
         raise TvisError(f"{path}: is a folder, not a training script")
     settings = Settings(batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
-                        optimizer=args.optimizer,
+                        optimizer=_optimizer(args.optimizer) if args.optimizer else None,
                         params=parse_count(args.params) if args.params else None)
     return _report(path, settings, gpu, args)
 

@@ -125,8 +125,7 @@ def _params(facts: Facts, settings: Settings) -> list[Param]:
 
 def _optimizer(facts: Facts, settings: Settings) -> tuple[str, dict]:
     if settings.optimizer:
-        return settings.optimizer.lower().replace("_", "").replace("-", "") if (
-            settings.optimizer.lower() not in ("sgd-momentum",)) else "sgd-momentum", {}
+        return settings.optimizer, {}
     if facts.optimizers:
         opt = facts.optimizers[0]
         return optimizer_key(opt.kind, opt.kwargs), opt.kwargs
