@@ -9,15 +9,15 @@ from tvis_tui.vram.facts import Settings
 
 
 @pytest.mark.parametrize("name, model, batch", [
-    ("mlp", "Sequential", (256, 1024)),            # top level, batch from a constant
-    ("cnn", "Net", (128, 3, 32, 32)),               # Net(...).to(device), argparse, DataLoader
-    ("resnet", "ResNet", (64, 3, 32, 32)),          # function defaults, nested blocks
-    ("unet", "UNet", (8, 3, 64, 64)),               # config dict
+    ("mlp", "Sequential", (256, 2048)),            # top level, batch from a constant
+    ("cnn", "Net", (256, 3, 32, 32)),               # Net(...).to(device), argparse, DataLoader
+    ("resnet", "ResNet", (256, 3, 32, 32)),          # function defaults, nested blocks
+    ("unet", "UNet", (16, 3, 128, 128)),               # config dict
     ("gpt_sdpa", "GPT", (16, 128)),                 # GPT(GPTConfig(...))
     ("gpt_manual", "LM", (8, 256)),                 # argparse sizes, checkpoint()
     ("lstm", "RNNModel", (32, 64)),                 # forward(x, hidden)
     ("lm_noflash", "Sequential", (12, 192)),        # module constants, slicing
-    ("vae", "VAE", (256, 1, 28, 28)),               # tuple outputs, randn_like, exp
+    ("vae", "VAE", (1024, 1, 28, 28)),               # tuple outputs, randn_like, exp
     ("vit", "ViT", (64, 3, 64, 64)),                # Parameters, cat/expand, MHA weights
     ("gru", "Classifier", (64, 200)),               # bidirectional GRU, loss module
 ])

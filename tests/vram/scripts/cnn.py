@@ -27,8 +27,8 @@ class Net(nn.Module):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--channels", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--channels", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
     args = parser.parse_args()
 

@@ -4,8 +4,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 BATCH = 256
-IN_DIM = 1024
-HIDDEN = 2048
+IN_DIM = 2048
+HIDDEN = 4096
 
 model = nn.Sequential(
     nn.Linear(IN_DIM, HIDDEN),

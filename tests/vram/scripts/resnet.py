@@ -42,7 +42,7 @@ class ResNet(nn.Module):
         return self.head(x)
 
 
-def train(batch_size=64, image_size=32, steps=10):
+def train(batch_size=256, image_size=32, steps=10):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = ResNet().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.05)

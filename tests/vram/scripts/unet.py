@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-config = {"micro_batch": 8, "image_size": 64, "base": 16, "accum_steps": 4, "classes": 3}
+config = {"micro_batch": 16, "image_size": 128, "base": 16, "accum_steps": 4, "classes": 3}
 
 
 def double_conv(cin, cout):

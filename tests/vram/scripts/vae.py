@@ -18,7 +18,7 @@ class VAE(nn.Module):
 model = VAE()
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 for step in range(5):
-    x = torch.rand(256, 1, 28, 28)
+    x = torch.rand(1024, 1, 28, 28)
     recon, mu, logvar = model(x)
     rec = F.binary_cross_entropy(recon, x, reduction="sum")
     kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
