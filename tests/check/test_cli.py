@@ -138,10 +138,18 @@ def test_bad_files_get_one_line_each_and_the_rest_is_checked(script, tmp_path, c
     (tmp_path / "huge.py").write_bytes(b"x = 1\n" * 400_000)
     code, out, _ = run(capsys, tmp_path)
     assert code == 1
-    assert f"{tmp_path / 'broken.py'}:1:" in out and "syntax error" in out
+    assert f"{tmp_path / 'broken.py'}:1:7: E000 syntax error: invalid syntax" in out
     assert "latin1.py:1:1: E000 not UTF-8" in out
     assert "huge.py:1:1: E000 skipped" in out
     assert "TV001" in out and out.splitlines()[-1].endswith("3 files could not be checked")
+
+
+def test_valid_python_beyond_the_grammar_is_still_checked(tmp_path, capsys):
+    """`return *a, *b` is valid Python that tree-sitter-python cannot parse."""
+    path = tmp_path / "gap.py"
+    path.write_text("def f(a):\n    return *a, *a\n\n\n" + LEAKY)
+    code, out, _ = run(capsys, path)
+    assert code == 1 and "E000" not in out and f"gap.py:{LEAK_LINE + 4}:5: TV001" in out
 
 
 def test_list_rules_and_explain(capsys):

@@ -5,6 +5,8 @@ These tables are the only place the engine knows library names; rules ask `Proje
 
 from __future__ import annotations
 
+import re
+
 OPTIMIZER_PREFIXES = (
     "torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "deepspeed.ops.adam.",
     "timm.optim.", "torch_optimizer.", "lion_pytorch.",
@@ -13,6 +15,8 @@ OPTIMIZER_NAMES = frozenset({"transformers.AdamW", "transformers.Adafactor",
                              "transformers.optimization.AdamW",
                              "transformers.optimization.Adafactor"})
 OPTIMIZER_BASES = frozenset({"torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"})
+OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_?[a-z0-9]*)?$")
+"""Names that mark an optimizer when its type cannot be proven (an untyped parameter)."""
 NOT_OPTIMIZERS = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
 
 MODULE_BASES = frozenset({

@@ -8,7 +8,6 @@ used only as a last resort for recognising `optimizer.step()` on an untyped para
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -22,7 +21,6 @@ from tvis_tui.check.syntax import text, unwrap
 MAX_DEPTH = 6
 """How many hops (assignments, call sites) a type or call-graph question follows."""
 
-OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_?[a-z0-9]*)?$")
 
 
 class FileModel:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -105,6 +106,25 @@ def _first_error(root: tree_sitter.Node) -> tree_sitter.Node | None:
         node = child
 
 
+def _syntax_problem(data: bytes, display: str, root: tree_sitter.Node) -> FileProblem | None:
+    """The syntax error in a file tree-sitter could not fully parse, as Python reports it;
+    None when Python's own parser accepts the file (a gap in the tree-sitter grammar, such as
+    `return *a, *b`): the file is then checked, minus the unparsed statement.
+
+    Python's compiler only parses here (PyCF_ONLY_AST): nothing in the file runs."""
+    try:
+        compile(data, display, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        message = (exc.msg or "invalid syntax").split("\n", 1)[0]
+        return FileProblem(display, f"syntax error: {message}; file not checked",
+                           exc.lineno or 1, exc.offset or 1)
+    except (ValueError, RecursionError, MemoryError):
+        bad = _first_error(root)
+        row, col = bad.start_point if bad is not None else (0, 0)
+        return FileProblem(display, "syntax error; file not checked", row + 1, col + 1)
+    return None
+
+
 def load(path: Path, display: str) -> SourceFile | FileProblem:
     """Read and parse `path`, or say in one line why it cannot be checked."""
     try:
@@ -127,7 +147,7 @@ def parse(data: bytes, display: str) -> SourceFile | FileProblem:
         return FileProblem(display, f"not UTF-8 (byte {exc.start}); file not checked", line)
     tree = _parser().parse(data)
     if tree.root_node.has_error:
-        bad = _first_error(tree.root_node)
-        row, col = bad.start_point if bad is not None else (0, 0)
-        return FileProblem(display, "syntax error; file not checked", row + 1, col + 1)
+        problem = _syntax_problem(data, display, tree.root_node)
+        if problem is not None:
+            return problem
     return SourceFile(display, data, tree, _suppressions(_comments(tree.root_node)))

@@ -10,7 +10,7 @@ from tree_sitter import Node
 
 from tvis_tui.check import kinds
 from tvis_tui.check.index import Call, Region
-from tvis_tui.check.project import OPTIMIZER_NAME, MAX_DEPTH, FileModel, FunctionRef, Project
+from tvis_tui.check.project import MAX_DEPTH, FileModel, FunctionRef, Project
 from tvis_tui.check.syntax import dotted, text, unwrap
 
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
@@ -36,7 +36,7 @@ def is_optimizer_step(project: Project, fm: FileModel, call: Call) -> bool:
             return True
         return project.is_optimizer(fm, call.receiver)
     name = dotted(unwrap(call.receiver))
-    return name is not None and bool(OPTIMIZER_NAME.search(name.rsplit(".", 1)[-1].lower()))
+    return name is not None and bool(kinds.OPTIMIZER_NAME.search(name.rsplit(".", 1)[-1].lower()))
 
 
 def is_zero_grad(call: Call) -> bool:
