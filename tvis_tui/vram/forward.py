@@ -194,7 +194,9 @@ def _mha(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) 
     kept = ops.attention_kept(tape, (b, heads, t, s), dtype, m.config.get("dropout", 0.0),
                               need_weights)
     weights = Tensor((b, t, s), dtype) if need_weights else None
-    saved = [qkv, attn, Tensor((b, heads, t), "float32")] + kept + ([weights] if weights else [])
+    # The fused kernel keeps a log-sum-exp per query; the math path a scaled copy of q.
+    extra = Tensor(x.shape, dtype) if need_weights else Tensor((b, heads, t), "float32")
+    saved = [qkv, attn, extra] + kept
     tape.record("sdpa", [qkv], [attn], saved, [], line)
     out = _linear(tape, m.attrs["out_proj"], attn, [], {}, line) if "out_proj" in m.attrs else attn
     return (out, weights)
