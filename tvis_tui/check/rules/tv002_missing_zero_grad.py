@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from tree_sitter import Node
+
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call, Region
@@ -86,5 +88,20 @@ def _stepping_loop_unreset(ctx: Context, loops: list[Region]) -> bool:
     for loop in loops:
         body = loop.body
         if body is not None and ctx.runs_step(body):
-            return not ctx.runs_grad_reset(body)
+            return not ctx.runs_grad_reset(body) and not _opaque_reset(ctx, body)
+    return False
+
+
+def _opaque_reset(ctx: Context, body: Node) -> bool:
+    """A call we cannot see into (another library, an untyped object) that is handed the
+    optimizer or the model may well reset gradients: stay silent rather than guess."""
+    stepped = {ctx.text(c.args[0] if c.args else c.receiver)
+               for c in ctx.calls_in(body) if ctx.is_optimizer_step(c)}
+    for call in ctx.calls_in(body):
+        if ctx.project.callees(ctx.file, call) or (ctx.qualname(call.func) or "").startswith(
+                "torch."):
+            continue
+        for arg in [*call.args, *call.kwargs.values()]:
+            if ctx.text(arg) in stepped or ctx.is_optimizer(arg) or ctx.is_model(arg):
+                return True
     return False
