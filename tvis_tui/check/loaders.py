@@ -1,0 +1,170 @@
+"""Data-loading facts the data-pipeline rules share: which DataLoader constructors feed a
+training loop (within a file and across files), whether the project runs distributed or on
+CUDA, and what an option passed to a constructor provably is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from tvis_tui.check import kinds
+from tvis_tui.check.index import Call, Region
+from tvis_tui.check.project import MAX_DEPTH, FileModel, FunctionRef, Project
+from tvis_tui.check.symbols import parameters
+from tvis_tui.check.syntax import text, unwrap
+from tvis_tui.check.training import loop_trains
+
+ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
+DISTRIBUTED_CALLS = frozenset({"torch.distributed.init_process_group",
+                               "torch.nn.parallel.DistributedDataParallel"})
+TORCHRUN_VARIABLES = (b'"LOCAL_RANK"', b"'LOCAL_RANK'", b'"WORLD_SIZE"', b"'WORLD_SIZE'")
+PREPARING_METHODS = frozenset({"prepare", "setup_dataloaders", "prepare_data_loader"})
+"""Accelerate / Fabric calls that replace a loader's sampler for distributed training."""
+
+
+@dataclass(frozen=True)
+class LoaderUse:
+    """A DataLoader constructor `call` in `file`, iterated by the training `loop` in
+    `loop_file`."""
+
+    file: FileModel
+    call: Call
+    loop_file: FileModel
+    loop: Region
+
+
+def training_loaders(project: Project, fm: FileModel) -> list[LoaderUse]:
+    """DataLoader constructor calls in `fm` whose loader a training loop iterates
+    (`for x, y in loader`, `enumerate(loader)`, `tqdm(loader)`; the loader may be a name, an
+    attribute, or a parameter fed the loader at every call site, in any checked file)."""
+    key = ("training_loaders", id(project))
+    if key not in project.memo:
+        found: dict[int, list[LoaderUse]] = {}
+        for lfm in project.files:
+            for loop in lfm.index.loops:
+                if loop.kind != "for" or not loop_trains(project, lfm, loop):
+                    continue
+                source = loop.node.child_by_field_name("right")
+                for cfm, call in _constructors(project, lfm, source, 0):
+                    found.setdefault(id(cfm), []).append(LoaderUse(cfm, call, lfm, loop))
+        project.memo[key] = found
+    seen: set[int] = set()
+    unique = []
+    for use in project.memo[key].get(id(fm), []):
+        if id(use.call) not in seen:
+            seen.add(id(use.call))
+            unique.append(use)
+    return unique
+
+
+def _constructors(project: Project, fm: FileModel, node: Node | None,
+                  depth: int) -> list[tuple[FileModel, Call]]:
+    node = unwrap(node)
+    if node is None or depth > MAX_DEPTH:
+        return []
+    if node.type == "call":
+        call = fm.index.call_at(node)
+        if call is None:
+            return []
+        if fm.symbols.qualname(call.func) in kinds.DATALOADERS:
+            return [(fm, call)]
+        if call.name in ITERATION_WRAPPERS and call.args:
+            return _constructors(project, fm, call.args[0], depth + 1)
+        return []
+    if node.type not in ("identifier", "attribute"):
+        return []
+    value = fm.symbols.value_of(node)
+    if value is not None:
+        return _constructors(project, fm, value, depth + 1)
+    if node.type == "identifier" and fm.symbols.is_parameter(node):
+        function = fm.index.function_of(node)
+        ref = FunctionRef(fm, function)
+        for position, (name, _, _) in enumerate(parameters(function)):
+            if name == text(node):
+                return [found for cfm, arg in project.arguments_for(ref, position, name)
+                        for found in _constructors(project, cfm, arg, depth + 1)]
+    return []
+
+
+def is_distributed(project: Project) -> bool:
+    """Whether the checked code runs data-parallel: it wraps a model in
+    DistributedDataParallel, calls `init_process_group`, or reads torchrun's variables."""
+    key = ("is_distributed", id(project))
+    if key not in project.memo:
+        project.memo[key] = any(_file_is_distributed(fm) for fm in project.files)
+    return project.memo[key]
+
+
+def _file_is_distributed(fm: FileModel) -> bool:
+    if any(variable in fm.source.text for variable in TORCHRUN_VARIABLES):
+        return True
+    return any(fm.symbols.qualname(call.func) in DISTRIBUTED_CALLS
+               for name in ("init_process_group", "DistributedDataParallel", "DDP")
+               for call in fm.index.calls_by_name.get(name, []))
+
+
+def uses_cuda(project: Project) -> bool:
+    """Whether the checked code moves work to a CUDA device (`.cuda()`, `torch.device("cuda")`,
+    `.to("cuda")`)."""
+    key = ("uses_cuda", id(project))
+    if key not in project.memo:
+        project.memo[key] = any(b'"cuda' in fm.source.text or b"'cuda" in fm.source.text
+                                or fm.index.calls_by_name.get("cuda")
+                                for fm in project.files)
+    return project.memo[key]
+
+
+def is_prepared(project: Project, fm: FileModel, call: Call) -> bool:
+    """Whether the loader built by `call` is handed to Accelerate / Fabric (`prepare`,
+    `setup_dataloaders`), which install their own distributed sampler."""
+    target = bound_name(call)
+    for method in PREPARING_METHODS:
+        for other in fm.index.calls_by_name.get(method, []):
+            if other.node.start_byte <= call.node.start_byte < other.node.end_byte:
+                return True
+            if target is not None and any(text(unwrap(arg)) == target for arg in other.args):
+                return True
+    return False
+
+
+def bound_name(call: Call) -> str | None:
+    """`loader` for `loader = DataLoader(...)` (also `self.loader = ...`), else None."""
+    parent = call.node.parent
+    if parent is not None and parent.type == "assignment" and \
+            parent.child_by_field_name("right") == call.node:
+        return text(parent.child_by_field_name("left"))
+    return None
+
+
+def literal(fm: FileModel, node: Node | None) -> str | None:
+    """The source text of a literal option (`True`, `0`), following a name assigned once;
+    None when the value is not a literal the code proves."""
+    node = unwrap(node)
+    if node is not None and node.type in ("identifier", "attribute"):
+        node = unwrap(fm.symbols.value_of(node))
+    if node is not None and node.type in ("true", "false", "none", "integer"):
+        return text(node)
+    return None
+
+
+ITERABLE_DATASETS = frozenset({"torch.utils.data.IterableDataset",
+                               "torch.utils.data.dataset.IterableDataset",
+                               "datasets.IterableDataset"})
+
+
+def dataset_is_iterable(project: Project, fm: FileModel, call: Call) -> bool:
+    """Whether the loader's dataset is (or may be) an IterableDataset, which shards and
+    orders itself: a subclass of one, or a `load_dataset(..., streaming=True)`."""
+    dataset = unwrap(call.arg(0, "dataset"))
+    if dataset is None:
+        return True
+    made = unwrap(fm.symbols.value_of(dataset)) if dataset.type != "call" else dataset
+    call_made = fm.index.call_at(made) if made is not None and made.type == "call" else None
+    if call_made is not None and "streaming" in call_made.kwargs:
+        return True
+    qual = project.type_of(fm, dataset)
+    if qual in ITERABLE_DATASETS:
+        return True
+    cls = project.project_class(qual)
+    return cls is not None and project.class_inherits(*cls, ITERABLE_DATASETS)
