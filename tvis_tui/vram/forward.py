@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from tvis_tui.vram import ops
-from tvis_tui.vram.layers import (ACTIVATIONS, RNN_SAVED_PER_STEP, RNN_GATES,
+from tvis_tui.vram.layers import (ACTIVATIONS, RNN_CPU_BACKWARD_OUTPUTS, RNN_SAVED_PER_STEP, RNN_GATES,
                                   _pair, conv_out, params_of, weight_of)
 from tvis_tui.vram.tape import Tape
 from tvis_tui.vram.values import Module, Tensor, Unknown
@@ -165,6 +165,8 @@ def _rnn(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) 
         if tape.device == "cpu" and isinstance(c.get("dropout"), (int, float)) and c["dropout"] > 0:
             kept.append(Tensor((between,), dtype))  # dropout noise between layers
     tape.record("lstm", [x], [out, state], [tape.cast(x, dtype)] + kept, params_of_tree(m), line)
+    if tape.device == "cpu" and m.kind != "LSTM" and tape.ops and tape.ops[-1].outputs[0] is out:
+        tape.ops[-1].backward_extra = RNN_CPU_BACKWARD_OUTPUTS * out.nbytes
     if m.kind == "LSTM":
         return (out, (state, Tensor(state.shape, dtype)))
     return (out, state)

@@ -47,6 +47,10 @@ ACTIVATIONS = {"ReLU": "relu", "GELU": "gelu", "SiLU": "silu", "Tanh": "tanh",
 
 RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
+RNN_CPU_BACKWARD_OUTPUTS = 2.4
+"""GRU and RNN backward on CPU (torch's unrolled kernel) holds per-step gradient buffers
+of about this many times the output's size at once; measured with torch 2.13."""
+
 RNN_SAVED_PER_STEP = {
     ("cpu", "LSTM"): 16.4, ("cpu", "GRU"): 7.0, ("cpu", "RNN"): 1.0,
     ("cuda", "LSTM"): 6.0, ("cuda", "GRU"): 5.0, ("cuda", "RNN"): 2.0,

@@ -72,7 +72,7 @@ def backward_peak(ops: list[Op], held: list[Tensor], base: Peak, grads_total: in
     for i in range(len(ops) - 1, -1, -1):
         op = ops[i]
         transient = (sum(t.nbytes for t in op.outputs)
-                     + sum(t.nbytes for t in op.inputs if t.requires_grad) + op.recompute_bytes)
+                     + sum(t.nbytes for t in op.inputs if t.requires_grad) + op.backward_extra)
         if not grads_present:
             fresh = [p for p in op.params if id(p) not in seen]
             seen.update(id(p) for p in fresh)
@@ -133,5 +133,5 @@ def scaled(ops: list[Op], held: list[Tensor], factor: float) -> tuple[list[Op], 
 
     out = [Op(op.name, [one(t) for t in op.saved], [one(t) for t in op.inputs],
               [one(t) for t in op.outputs], op.params, op.line,
-              int(op.recompute_bytes * factor)) for op in ops]
+              int(op.backward_extra * factor)) for op in ops]
     return out, [one(t) for t in held]

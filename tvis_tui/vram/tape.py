@@ -30,7 +30,9 @@ class Op:
     outputs: list[Tensor]
     params: list[Param]
     line: int = 0
-    recompute_bytes: int = 0
+    backward_extra: int = 0
+    """Bytes its backward allocates beyond the gradients of its inputs and outputs: the
+    recomputed forward of a checkpointed segment, an unrolled RNN's per-step gradients."""
 
 
 @dataclass

@@ -289,7 +289,7 @@ def checkpoint(api: Any, fn: Any, args: list, kwargs: dict, at: int) -> Any:
     outs = [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, Tensor)]
     tape.record("checkpoint", inputs, outs, inputs, params, at)
     if tape.ops and tape.ops[-1].name == "checkpoint":
-        tape.ops[-1].recompute_bytes = recompute
+        tape.ops[-1].backward_extra = recompute
     return out
 
 
