@@ -12,7 +12,7 @@ from tvis_tui.check import kinds
 from tvis_tui.check.index import Call, Region
 from tvis_tui.check.project import MAX_DEPTH, FileModel, FunctionRef, Project
 from tvis_tui.check.symbols import parameters
-from tvis_tui.check.syntax import text, unwrap
+from tvis_tui.check.syntax import returns_of, text, unwrap
 from tvis_tui.check.training import loop_trains
 
 ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
@@ -71,7 +71,9 @@ def _constructors(project: Project, fm: FileModel, node: Node | None,
             return [(fm, call)]
         if call.name in ITERATION_WRAPPERS and call.args:
             return _constructors(project, fm, call.args[0], depth + 1)
-        return []
+        return [found for ref in project.callees(fm, call)
+                for ret in returns_of(ref.region.node) if ret.named_children
+                for found in _constructors(project, ref.file, ret.named_children[0], depth + 1)]
     if node.type not in ("identifier", "attribute"):
         return []
     value = fm.symbols.value_of(node)
