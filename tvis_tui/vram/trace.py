@@ -88,6 +88,17 @@ class _Session:
         if len(self.result.step_peaks) >= self.steps:
             raise _Stop()
 
+    def _counting(self, backward: Any) -> Any:
+        """torch.autograd.backward that stops a script with no optimizer after a while."""
+        def counting_backward(*args: Any, **kwargs: Any) -> Any:
+            out = backward(*args, **kwargs)
+            self.backwards += 1
+            if not self.optimizers and self.backwards >= MAX_BACKWARDS:
+                self.finish()
+                raise _Stop()
+            return out
+        return counting_backward
+
     @contextlib.contextmanager
     def installed(self, path: Path, argv: list[str]) -> Iterator[None]:
         import torch
@@ -97,27 +108,10 @@ class _Session:
         from tvis_tui.vram.oncpu import cuda_as_cpu
 
         backward, swap = torch.autograd.backward, torch.utils.swap_tensors
-
-        def counting_backward(*args: Any, **kwargs: Any) -> Any:
-            out = backward(*args, **kwargs)
-            self.backwards += 1
-            if not self.optimizers and self.backwards >= MAX_BACKWARDS:
-                self.finish()
-                raise _Stop()
-            return out
-
-        def swap_or_set(t1: Any, t2: Any) -> None:
-            # Module.to()/.half() swap fake parameters, which fails while fake-tensor
-            # bookkeeping holds weak references to them; setting .data gives the same state.
-            try:
-                swap(t1, t2)
-            except RuntimeError:
-                t1.data = t2.data
-
         handle = register_optimizer_step_post_hook(self.after_step)
         saved_argv, saved_path = sys.argv, list(sys.path)
-        sys.argv, torch.autograd.backward = [str(path), *argv], counting_backward
-        torch.utils.swap_tensors = swap_or_set
+        sys.argv, torch.autograd.backward = [str(path), *argv], self._counting(backward)
+        torch.utils.swap_tensors = _swap_or_set(swap)
         sys.path.insert(0, str(path.parent))
         modes = [FakeTensorMode(allow_non_fake_inputs=True)] if self.fake else []
         try:
@@ -132,6 +126,17 @@ class _Session:
             handle.remove()
             torch.autograd.backward, torch.utils.swap_tensors = backward, swap
             sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _swap_or_set(swap: Any) -> Any:
+    """Module.to()/.half() swap fake parameters, which fails while fake-tensor bookkeeping
+    holds weak references to them; setting .data gives the module the same state."""
+    def swap_or_set(t1: Any, t2: Any) -> None:
+        try:
+            swap(t1, t2)
+        except RuntimeError:
+            t1.data = t2.data
+    return swap_or_set
 
 
 def _note_grads(tracker: Any, optimizers: list[Any]) -> None:
