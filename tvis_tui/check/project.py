@@ -30,8 +30,23 @@ class FileModel:
         self.source = source
         self.path = source.path
         self.index = FileIndex(source)
-        self.symbols = Symbols(self.index)
-        self.stem = source.path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+        self.module = module_name(source.path)
+        self.symbols = Symbols(self.index, self.module)
+
+    def provides(self, module: str) -> bool:
+        """Whether `import module` may mean this file: `models` or `pkg.models` for
+        pkg/models.py (the checked paths do not say where the import root is)."""
+        return self.module == module or self.module.endswith("." + module) or \
+            module.endswith("." + self.module)
+
+
+def module_name(path: str) -> str:
+    """`pkg.models` for pkg/models.py, `pkg` for pkg/__init__.py (from the display path)."""
+    parts = [p for p in path.replace("\\", "/").removesuffix(".py").split("/")
+             if p not in ("", ".", "..")]
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts) or "__main__"
 
 
 @dataclass(frozen=True)
@@ -64,15 +79,17 @@ class Project:
         self._subclass: dict[tuple[int, frozenset], bool] = {}
 
     # -- classes and types -----------------------------------------------------------------
-    def project_class(self, qualname: str | None) -> tuple[FileModel, Region] | None:
-        """The class a qualified name refers to, when it is defined in the checked files."""
+    def project_class(self, qualname: str | None,
+                      near: FileModel | None = None) -> tuple[FileModel, Region] | None:
+        """The class a qualified name refers to, when it is defined in the checked files
+        (in `near` first when several files could match)."""
         if not qualname:
             return None
         module, _, name = qualname.rpartition(".")
-        for fm, region in self.classes.get(name, ()):
-            if not module or module.rsplit(".", 1)[-1] == fm.stem:
-                return fm, region
-        return None
+        found = [(fm, region) for fm, region in self.classes.get(name, ())
+                 if module and fm.provides(module)]
+        exact = [pair for pair in found if pair[0].module == module or pair[0] is near]
+        return (exact or found or [None])[0]
 
     def class_inherits(self, fm: FileModel, region: Region, bases: frozenset[str],
                        depth: int = 0) -> bool:
@@ -120,7 +137,7 @@ class Project:
             return self._type_of_call(fm, node, depth)
         if node.type == "identifier" and text(node) == "self":
             cls = self.enclosing_class(fm, node)
-            return cls.name if cls is not None else None
+            return f"{fm.module}.{cls.name}" if cls is not None else None
         if node.type not in ("identifier", "attribute"):
             return None
         value = fm.symbols.value_of(node)
@@ -207,10 +224,10 @@ class Project:
         cls = self.project_class(qual)
         if cls is not None:
             return self._methods(cls[0], cls[1], "__init__")
-        module = qual.rpartition(".")[0].rsplit(".", 1)[-1] if qual and "." in qual else None
+        module = qual.rpartition(".")[0] if qual and "." in qual else None
         return [ref for ref in self.functions.get(name, ())
-                if not ref.is_method and (ref.file is fm if module is None
-                                          else ref.file.stem == module)]
+                if not ref.is_method and (ref.file is fm if module is None or module == fm.module
+                                          else ref.file.provides(module))]
 
     def _methods(self, fm: FileModel, cls: Region, name: str, depth: int = 0) -> list[FunctionRef]:
         found = [ref for ref in self.functions.get(name, ())

@@ -17,8 +17,9 @@ _UNKNOWN = None  # an assignment whose value cannot be followed (tuple target, l
 class Symbols:
     """Import aliases and assignments of one file."""
 
-    def __init__(self, index: FileIndex) -> None:
+    def __init__(self, index: FileIndex, module: str = "__main__") -> None:
         self.index = index
+        self.module = module
         self.imports: dict[str, str] = {}
         self.bindings: dict[tuple[Region, str], list[tuple[Node, Node | None]]] = {}
         self._params: dict[int, set[str]] = {}
@@ -57,8 +58,9 @@ class Symbols:
     def qualname(self, node: Node | None) -> str | None:
         """`torch.nn.functional.softmax` for `F.softmax` after `import torch.nn.functional as F`.
 
-        Names that are not imported resolve to themselves only when they are defined as a
-        class or function in this file (so `Net` -> `Net`); anything else is None.
+        Names that are not imported resolve only when they are defined as a class or
+        function in this file, to `<module>.Name` (`Net` in models/net.py ->
+        `models.net.Net`), the same name an import of it elsewhere yields; else None.
         """
         if node is None:
             return None
@@ -84,14 +86,14 @@ class Symbols:
             base = self.imports[head]
             return f"{base}.{rest}" if rest else base
         if not rest and self._defined_here(head):
-            return head
+            return f"{self.module}.{head}"
         return None
 
     def qualname_of_name(self, name: str) -> str | None:
         """The qualified name a bare identifier resolves to (see `qualname`)."""
         if name in self.imports:
             return self.imports[name]
-        return name if self._defined_here(name) else None
+        return f"{self.module}.{name}" if self._defined_here(name) else None
 
     def _defined_here(self, name: str) -> bool:
         if self._top_names is None:

@@ -73,7 +73,8 @@ The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over 
       .has_splat (True when *args/**kwargs are passed: stay silent about missing options),
       .region (innermost Region), .line
   ctx.qualname(node)      `F.softmax` -> "torch.nn.functional.softmax" through imports;
-                          a class/function defined in the file -> its bare name; else None
+                          a class/function defined in the file -> "<module>.Name" (module from
+                          the path: pkg/models.py -> pkg.models), as an import of it would give
   ctx.value_of(node)      the one expression assigned to a name / `self.x` (None if assigned
                           0 or 2+ times, or a parameter); ctx.resolve(node) follows chains
   ctx.type_of(node)       qualified class of a value: constructor calls, names assigned once,
