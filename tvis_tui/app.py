@@ -50,7 +50,10 @@ def make_app(path: str | Path, *, start: int | None = None) -> TvisApp:
     if not target.exists():
         raise TvisError(f"{target}: no such run or folder")
     if is_run(target):
-        RunReader(target).close()
+        with RunReader(target) as reader:
+            total = reader.call_count()
+        if start is not None and not 1 <= start <= total:
+            raise TvisError(f"--call {start}: {target} has calls 1 to {total}")
         return TvisApp(target, start=start)
     runs = find_runs(target)
     if not runs:

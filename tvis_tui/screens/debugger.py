@@ -50,6 +50,8 @@ class DebuggerScreen(SteppingActions, Screen):
         self.history: list[int] = []
         self.future: list[int] = []
         self._reveal = True
+        self.loaded_seq = 0
+        """The call the panes show now (lags `seq` while a load is in flight)."""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -110,6 +112,7 @@ class DebuggerScreen(SteppingActions, Screen):
     def on_call_loaded(self, message: CallLoaded) -> None:
         if message.seq != self.seq:
             return
+        self.loaded_seq = message.seq
         call = message.call
         if message.row is not None:
             self.query_one(CallTree).show(message.rows, message.row)

@@ -82,14 +82,17 @@ class CallTree(ScrollView, can_focus=True):
         self.virtual_size = Size(0, len(rows))
         if cursor is not None:
             self.set_reactive(CallTree.cursor, cursor)
-            self.call_after_refresh(self._scroll_cursor_into_view)
+            if self.size.height:
+                self._scroll_cursor_into_view()
+            else:
+                self.call_after_refresh(self._scroll_cursor_into_view)
         self.refresh()
 
     def _scroll_cursor_into_view(self) -> None:
         height = max(1, self.scrollable_content_region.height)
         top = int(self.scroll_y)
         if self.cursor < top or self.cursor >= top + height:
-            self.scroll_to(y=max(0, self.cursor - height // 3), animate=False, immediate=True)
+            self.scroll_to(y=max(0, self.cursor - height // 3), animate=False, immediate=True, force=True)
 
     def render_line(self, y: int) -> Strip:
         index = int(self.scroll_y) + y

@@ -57,13 +57,15 @@ class SourcePane(ScrollView, can_focus=True):
             self._highlighter = self._cache[path]
             self.virtual_size = Size(0, len(self._highlighter.lines))
         self.set_reactive(SourcePane.cursor_line, line)
-        # Scroll once the new virtual size has been laid out, or the offset gets clamped.
-        self.call_after_refresh(self._center, line)
+        if self.size.height:
+            self._center(line)
+        else:  # not laid out yet: scroll once it is, or the offset gets clamped to 0
+            self.call_after_refresh(self._center, line)
         self.refresh()
 
     def _center(self, line: int) -> None:
         height = max(1, self.scrollable_content_region.height)
-        self.scroll_to(y=max(0, line - 1 - height // 2), animate=False, immediate=True)
+        self.scroll_to(y=max(0, line - 1 - height // 2), animate=False, immediate=True, force=True)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -99,7 +101,7 @@ class SourcePane(ScrollView, can_focus=True):
         height = max(1, self.scrollable_content_region.height)
         top = int(self.scroll_y)
         if not top < line <= top + height:
-            self.scroll_to(y=max(0, line - 1 - height // 2), animate=False, immediate=True)
+            self.scroll_to(y=max(0, line - 1 - height // 2), animate=False, immediate=True, force=True)
         self.refresh()
 
     def action_move(self, delta: int) -> None:

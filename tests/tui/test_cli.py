@@ -1,0 +1,59 @@
+"""`tvis tui` on bad paths: one line on stderr, exit 2, no traceback; docs stay in sync."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tvis_tui.cli import main
+from tvis_tui.screens.help import key_reference_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _error(capsys, *argv: str) -> str:
+    assert main(["tui", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tvis: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_missing_path(tmp_path, capsys):
+    assert "no such run or folder" in _error(capsys, str(tmp_path / "nope"))
+
+
+def test_folder_without_runs(tmp_path, capsys):
+    (tmp_path / "notes").mkdir()
+    assert "no tvis runs here" in _error(capsys, str(tmp_path))
+
+
+def test_a_file_is_not_a_run(tmp_path, capsys):
+    (tmp_path / "train.py").write_text("print(1)\n")
+    assert "train.py" in _error(capsys, str(tmp_path / "train.py"))
+
+
+def test_corrupt_run(tmp_path, capsys):
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "data.mdb").write_bytes(b"garbage" * 100)
+    assert "junk" in _error(capsys, str(tmp_path / "junk"))
+
+
+def test_call_number_out_of_range(healthy_run, capsys):
+    assert "calls 1 to 39" in _error(capsys, str(healthy_run), "--call", "40")
+
+
+def test_key_reference_doc_matches_the_bindings():
+    doc = (ROOT / "docs" / "tui-keys.md").read_text()
+    assert doc == key_reference_markdown(), "run: python -m tvis_tui.screens.help > docs/tui-keys.md"
+
+
+@pytest.mark.parametrize("module", ["tvis_tui.app", "tvis_tui.commands.tui"])
+def test_viewer_never_imports_torch_or_the_recorder(module):
+    code = (f"import sys, {module}, tvis_tui.screens.debugger, tvis_tui.screens.values; "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith('tvis_tui.record')]; "
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,70 @@
+"""End to end: record a bundled example with `tvis run`, open it with `tvis tui` in a real
+tmux session, step forward three times and back twice, and read the screen."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tvis_tui.store import RunReader
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "image_classifier" / "train.py"
+TVIS = Path(sys.executable).with_name("tvis")
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
+
+
+def _tmux(socket: str, *args: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True).stdout
+
+
+def _screen_with(socket: str, text: str, timeout: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = _tmux(socket, "capture-pane", "-p", "-t", "tvis")
+        if text in screen:
+            return screen
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} never appeared on screen:\n{screen}")
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory) -> Path:
+    if not EXAMPLE.is_file():
+        pytest.skip(f"{EXAMPLE} is not in this checkout")
+    out = tmp_path_factory.mktemp("e2e")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([str(TVIS), "run", "--steps", "1", "--out", str(out), "--name", "ic", str(EXAMPLE)],
+                          capture_output=True, text=True, env=env, cwd=out, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return out / "ic"
+
+
+def test_step_forward_three_and_back_two_in_tmux(recorded_run, tmp_path):
+    socket = f"tvis-test-{os.getpid()}"
+    with RunReader(recorded_run) as reader:
+        total = reader.call_count()
+        call = reader.call(2)
+        shapes = [s.shape for s in reader.slots(2, "output") if s.is_tensor]
+    command = f"{TVIS} tui {recorded_run}"
+    _tmux(socket, "new-session", "-d", "-x", "120", "-y", "40", "-s", "tvis", command)
+    try:
+        _screen_with(socket, f"call 1 of {total}")
+        screen = ""
+        for key, seq in (("s", 2), ("s", 3), ("s", 4), ("S", 3), ("S", 2)):
+            _tmux(socket, "send-keys", "-t", "tvis", key)
+            screen = _screen_with(socket, f"call {seq} of {total}")
+        assert call.name in screen
+        assert f"{Path(call.call_site.file).name}:{call.call_site.line}" in screen
+        assert shapes and "[" + ", ".join(map(str, shapes[0])) + "]" in screen
+        _tmux(socket, "send-keys", "-t", "tvis", "q")
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
