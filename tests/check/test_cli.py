@@ -136,6 +136,8 @@ def test_bad_files_get_one_line_each_and_the_rest_is_checked(script, tmp_path, c
     (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
     (tmp_path / "latin1.py").write_bytes("x = 'caf\xe9'\n".encode("latin-1"))
     (tmp_path / "huge.py").write_bytes(b"x = 1\n" * 400_000)
+    code, out, _ = run(capsys, "--ignore", "TV001", tmp_path)
+    assert code == 1, "a file that does not parse fails the check"
     code, out, _ = run(capsys, tmp_path)
     assert code == 1
     assert f"{tmp_path / 'broken.py'}:1:7: E000 syntax error: invalid syntax" in out
@@ -150,6 +152,12 @@ def test_valid_python_beyond_the_grammar_is_still_checked(tmp_path, capsys):
     path.write_text("def f(a):\n    return *a, *a\n\n\n" + LEAKY)
     code, out, _ = run(capsys, path)
     assert code == 1 and "E000" not in out and f"gap.py:{LEAK_LINE + 4}:5: TV001" in out
+
+
+def test_huge_file_alone_is_a_notice_not_a_failure(tmp_path, capsys):
+    (tmp_path / "huge.py").write_bytes(b"x = 1\n" * 400_000)
+    code, out, _ = run(capsys, tmp_path)
+    assert code == 0 and "E000 skipped" in out
 
 
 def test_list_rules_and_explain(capsys):

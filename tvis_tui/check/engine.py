@@ -61,12 +61,12 @@ def check_sources(sources: list[SourceFile], rules: Sequence[type[Rule]],
                 found = list(rule().check(Context(project, fm, rule)))
             except RecursionError:
                 result.problems.append(FileProblem(fm.path, f"{rule.id} gave up: code nested "
-                                                            "too deeply to analyse"))
+                                                            "too deeply to analyse", fails=False))
                 continue
             except Exception as exc:  # a bug in one rule must not hide every other finding
                 result.problems.append(FileProblem(
                     fm.path, f"internal error in {rule.id}: {type(exc).__name__}: {exc} "
-                             "(please report it)"))
+                             "(please report it)", fails=False))
                 continue
             for finding in found:
                 if fm.source.suppressions.silences(finding.rule, finding.line):
@@ -102,3 +102,9 @@ def check_text(code: str, rules: Sequence[type[Rule]], path: str = "<string>") -
 
 def at_or_above(findings: list[Finding], threshold: Severity) -> list[Finding]:
     return [f for f in findings if f.severity.rank >= threshold.rank]
+
+
+def exit_code(result: CheckResult, fail_on: Severity) -> int:
+    """1 when a finding at or above `fail_on` exists or a file could not be parsed."""
+    failing = at_or_above(result.findings, fail_on) or any(p.fails for p in result.problems)
+    return 1 if failing else 0

@@ -88,3 +88,6 @@ class FileProblem:
     message: str
     line: int = 1
     column: int = 1
+    fails: bool = True
+    """Whether it makes `tvis check` exit 1 (a syntax error does; a skipped huge file and
+    a rule giving up on one file do not: the user's code is not at fault)."""

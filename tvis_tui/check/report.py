@@ -83,6 +83,7 @@ def _sarif_result(f: Finding, index: dict[str, int]) -> dict:
     entry = {
         "ruleId": f.rule, "level": _SARIF_LEVEL[f.severity], "message": {"text": f.message},
         "locations": [_location(f.path, f.line, f.column, f.end_line, f.end_column)],
+        "properties": {"category": f.category.value, "fix": f.fix},
     }
     if f.rule in index:
         entry["ruleIndex"] = index[f.rule]
@@ -90,7 +91,8 @@ def _sarif_result(f: Finding, index: dict[str, int]) -> dict:
 
 
 def _location(path: str, line: int, column: int, end_line: int, end_column: int) -> dict:
-    uri = Path(path).as_posix()
+    local = Path(path)
+    uri = local.as_uri() if local.is_absolute() else local.as_posix()
     return {"physicalLocation": {
         "artifactLocation": {"uri": uri},
         "region": {"startLine": line, "startColumn": column,

@@ -131,7 +131,8 @@ def load(path: Path, display: str) -> SourceFile | FileProblem:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             return FileProblem(display, f"skipped: {size:,} bytes is larger than the "
-                                        f"{MAX_FILE_BYTES:,}-byte limit for checked files")
+                                        f"{MAX_FILE_BYTES:,}-byte limit for checked files",
+                               fails=False)
         data = path.read_bytes()
     except OSError as exc:
         return FileProblem(display, f"cannot read: {exc.strerror or exc}")

@@ -17,7 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore", metavar="IDS", help="comma-separated rule ids to skip")
     parser.add_argument("--fail-on", metavar="SEVERITY", default=None,
                         help="exit 1 when a finding at or above this severity exists "
-                             "(info, warning, error; default: info)")
+                             "(info, warning, error; default: info); files that do not "
+                             "parse always exit 1")
     parser.add_argument("--list-rules", action="store_true", help="list the rules and exit")
     parser.add_argument("--explain", metavar="ID", help="print the write-up of one rule")
     parser.add_argument("--gpu", metavar="GPU",
@@ -61,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         print(report.render_sarif(result, rules))
     else:
         print(report.render_text(result, _line_reader()))
-    return 1 if engine.at_or_above(result.findings, fail_on) else 0
+    return engine.exit_code(result, fail_on)
 
 
 def _ids(raw: str) -> list[str]:
