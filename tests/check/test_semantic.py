@@ -124,3 +124,24 @@ def test_suppressions_and_rule_errors_do_not_stop_the_check():
     source = parse(b"x = 1\n", "broken.py")
     result = check_sources([source], [Broken])
     assert result.problems[0].message.startswith("internal error in TV999: ValueError: boom")
+
+
+def test_types_through_factories_and_rebinding():
+    (ctx,) = contexts("""
+        import torch
+        from torch import nn
+        def build(width):
+            return nn.Sequential(nn.Linear(4, width))
+        def make_opt(m):
+            return torch.optim.Adam(m.parameters())
+        model = build(8)
+        model = model.to("cuda")
+        model = torch.compile(model)
+        opt = make_opt(model)
+        other = nn.Linear(2, 2)
+        other = nn.ReLU()
+        model(x); opt.step(); other(x)
+    """)
+    assert ctx.type_of(call(ctx, "model(x)").func) == "torch.nn.Sequential"
+    assert ctx.is_optimizer(call(ctx, "opt.step()").receiver)
+    assert ctx.type_of(call(ctx, "other(x)").func) is None

@@ -16,7 +16,7 @@ from tvis_tui.check import kinds
 from tvis_tui.check.index import Call, FileIndex, Region
 from tvis_tui.check.source import SourceFile
 from tvis_tui.check.symbols import Symbols, parameters
-from tvis_tui.check.syntax import text, unwrap
+from tvis_tui.check.syntax import returns_of, text, unwrap
 
 MAX_DEPTH = 6
 """How many hops (assignments, call sites) a type or call-graph question follows."""
@@ -140,9 +140,13 @@ class Project:
             return f"{fm.module}.{cls.name}" if cls is not None else None
         if node.type not in ("identifier", "attribute"):
             return None
-        value = fm.symbols.value_of(node)
-        if value is not None:
-            return self.type_of(fm, value, depth + 1)
+        values = fm.symbols.assigned_values(node)
+        if values:
+            # `model = model.to(device)` re-binds the same object: only the others count
+            kept = [v for v in values if v is None or not _rebinds(fm, v, text(node))]
+            if not kept or None in kept:
+                return None
+            return _unanimous(self.type_of(fm, v, depth + 1) for v in kept)
         if node.type == "identifier" and fm.symbols.is_parameter(node):
             return self._type_of_parameter(fm, node, depth)
         return None
@@ -156,6 +160,13 @@ class Project:
         qual = fm.symbols.qualname(call.func)
         if qual == "torch.compile" and call.args:
             return self.type_of(fm, call.args[0], depth + 1)
+        if call.func is not None and call.func.type == "identifier" and \
+                self.project_class(qual, fm) is None:
+            returned = [(ref.file, ret.named_children[0])
+                        for ref in self._resolve_name(fm, call.name)
+                        for ret in returns_of(ref.region.node) if ret.named_children]
+            if returned:  # a factory function: the type of what it returns
+                return _unanimous(self.type_of(rfm, expr, depth + 1) for rfm, expr in returned)
         return qual
 
     def _type_of_parameter(self, fm: FileModel, node: Node, depth: int) -> str | None:
@@ -168,11 +179,11 @@ class Project:
             if annotation is not None:
                 return fm.symbols.qualname(annotation.named_children[0]
                                            if annotation.named_children else annotation)
-            found = {self.type_of(cfm, arg, depth + 1)
-                     for cfm, arg in self.arguments_for(FunctionRef(fm, function), position, pname)}
+            found = [self.type_of(cfm, arg, depth + 1)
+                     for cfm, arg in self.arguments_for(FunctionRef(fm, function), position, pname)]
             if default is not None:
-                found.add(self.type_of(fm, default, depth + 1))
-            return found.pop() if len(found) == 1 else None
+                found.append(self.type_of(fm, default, depth + 1))
+            return _unanimous(found)
         return None
 
     def is_optimizer(self, fm: FileModel, node: Node | None) -> bool:
@@ -264,3 +275,21 @@ class Project:
             if arg is not None:
                 found.append((cfm, arg))
         return found
+
+
+def _unanimous(types) -> str | None:
+    """The one type all answers agree on; None if they differ or any is unknown."""
+    found = set(types)
+    return found.pop() if len(found) == 1 else None
+
+
+def _rebinds(fm: FileModel, value: Node, name: str) -> bool:
+    """`name.to(device)`, `name.cuda()`, `torch.compile(name)`: the same object again."""
+    value = unwrap(value)
+    call = fm.index.call_at(value) if value is not None and value.type == "call" else None
+    if call is None:
+        return False
+    if call.method in kinds.SELF_RETURNING_METHODS and call.receiver is not None:
+        return text(unwrap(call.receiver)) == name
+    return fm.symbols.qualname(call.func) == "torch.compile" and bool(call.args) and \
+        text(call.args[0]) == name
