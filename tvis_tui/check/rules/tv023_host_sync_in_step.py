@@ -1,0 +1,122 @@
+"""TV023: GPU-to-host synchronisations repeated inside the training step loop."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from tree_sitter import Node
+
+from tvis_tui.check.context import Context
+from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.graph import carries_graph
+from tvis_tui.check.index import Call, Region
+from tvis_tui.check.rule import Rule
+
+SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+CONVERTERS = frozenset({"print", "float", "int", "bool"})
+REPEATING = frozenset({"for_statement", "while_statement", "list_comprehension",
+                       "generator_expression", "set_comprehension", "dictionary_comprehension"})
+
+
+class HostSyncInStep(Rule):
+    """The training step waits for the GPU again and again: repeated host syncs.
+
+    What it does:
+        In the innermost training loop (the per-step loop), finds calls that copy a tensor
+        to the host (`.item()`, `.tolist()`, `.cpu()`, `.numpy()`, and `print(t)`,
+        `float(t)` on a model or loss output) that run inside a loop or comprehension
+        nested in the step, so the step syncs once per parameter, sample or class.
+    Why is this bad:
+        Each sync stalls the CPU until the GPU has finished all queued work, so the next
+        kernels cannot be queued ahead; a sync per parameter or per sample turns the step
+        into a sequence of small stalls and can halve GPU utilisation.
+    Example:
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            for name, p in model.named_parameters():
+                grad_norms[name] = p.grad.norm().item()
+            optimizer.step()
+    Use instead:
+        for step, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if step % 100 == 0:
+                norms = torch.stack([p.grad.norm() for p in model.parameters()])
+                print(norms.tolist())
+            optimizer.step()
+    Known limits:
+        Syncs once per step (reading the loss for logging) are tolerated, and a nested
+        loop under an `if` is treated as periodic logging. Syncs in functions called from
+        the loop, and hidden ones (`if tensor:`, `torch.nonzero`) are not seen. Low
+        severity: the cost depends on how much GPU work each sync waits for.
+    """
+
+    id = "TV023"
+    title = "host sync repeated in the training step"
+    severity = Severity.INFO
+    category = Category.WASTED_COMPUTE
+    fix = "keep values on the GPU (accumulate tensors) and read them every N steps"
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for sync in _syncs(ctx):
+            loops = ctx.loops_around(sync)
+            step = _step_loop(ctx, loops)
+            if step is None:
+                continue
+            inner = _repeat_inside(sync, step)
+            if inner is not None and not _guarded(inner, step):
+                yield ctx.finding(sync, f"`{ctx.text(sync)}` syncs with the GPU once per "
+                                  "element of a loop inside every training step")
+
+
+def _syncs(ctx: Context) -> Iterator[Node]:
+    for call in ctx.calls_named(*SYNC_METHODS):
+        if call.method is not None and not call.args and not _inner_of_chain(call) \
+                and not (call.method == "cpu" and ctx.is_model(call.receiver)):
+            yield call.node
+    for call in ctx.calls_named(*CONVERTERS):
+        if call.method is None and call.args and ctx.loops_around(call.node) and \
+                any(carries_graph(ctx, arg, call.node) for arg in call.args):
+            yield call.node
+
+
+def _inner_of_chain(call: Call) -> bool:
+    """`x.cpu()` in `x.cpu().numpy()`: only the outermost sync of a chain is reported."""
+    parent = call.node.parent
+    grand = parent.parent if parent is not None else None
+    return parent is not None and parent.type == "attribute" and grand is not None and \
+        grand.type == "call" and \
+        (parent.child_by_field_name("attribute").text.decode() in SYNC_METHODS)
+
+
+def _step_loop(ctx: Context, loops: list[Region]) -> Region | None:
+    """The innermost loop around the sync that trains, if no loop inside it trains too."""
+    for loop in loops:
+        if ctx.loop_trains(loop):
+            inner = [other for other in ctx.index.loops
+                     if other is not loop and loop.contains(other.node)]
+            return None if any(ctx.loop_trains(other) for other in inner) else loop
+    return None
+
+
+def _repeat_inside(node: Node, step: Region) -> Node | None:
+    """The outermost loop or comprehension between `node` and the step loop, if any."""
+    found = None
+    current = node.parent
+    while current is not None and current != step.node:
+        if current.type in REPEATING:
+            found = current
+        current = current.parent
+    return found
+
+
+def _guarded(node: Node, loop: Region) -> bool:
+    """Whether an `if` (or a conditional expression) between `node` and `loop` gates it."""
+    current = node.parent
+    while current is not None and current != loop.node:
+        if current.type in ("if_statement", "conditional_expression", "elif_clause",
+                            "else_clause", "lambda", "function_definition"):
+            return True
+        current = current.parent
+    return False
