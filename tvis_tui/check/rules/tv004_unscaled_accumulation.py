@@ -66,7 +66,8 @@ class UnscaledAccumulation(Rule):
                 continue
             before = [b for b in backwards if loops[0].contains(b.node)
                       and b.node.end_byte <= step.node.start_byte]
-            if not before or guard.start_byte <= before[-1].node.start_byte:
+            if not before or guard.start_byte <= before[-1].node.start_byte or \
+                    _reset_every_iteration(ctx, loops[0], guard):
                 continue
             backward = before[-1]
             loss = _loss_of(backward)
@@ -74,6 +75,12 @@ class UnscaledAccumulation(Rule):
                 yield ctx.finding(backward.node, f"`{ctx.text(loss)}` is accumulated over "
                                   "several backward() calls per optimizer step but not "
                                   "divided by their number")
+
+
+def _reset_every_iteration(ctx: Context, loop: Region, guard: Node) -> bool:
+    """A zero_grad outside the step's `if`: gradients are dropped, not accumulated."""
+    return any(not (guard.start_byte <= reset.start_byte < guard.end_byte)
+               for reset in ctx.grad_resets(loop.node))
 
 
 def _loss_of(backward: Call) -> Node | None:

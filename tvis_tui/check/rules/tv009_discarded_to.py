@@ -65,16 +65,19 @@ class DiscardedTo(Rule):
                                   "is unchanged")
 
 
-def _is_tensor(ctx: Context, node: Node | None, at: Node, depth: int = 0) -> bool:
+def _is_tensor(ctx: Context, node: Node | None, at: Node, depth: int = 0,
+               element: bool = False) -> bool:
+    """Whether `node` is provably a tensor; `element` when it is indexed (`batch[0]`)."""
     node = unwrap(node)
     if node is None or depth > 6:
         return False
     if node.type == "subscript":
-        return _is_tensor(ctx, node.child_by_field_name("value"), at, depth + 1)
+        return _is_tensor(ctx, node.child_by_field_name("value"), at, depth + 1, element=True)
     if node.type == "call":
         qual = ctx.qualname(node.child_by_field_name("function")) or ""
-        return (qual.startswith("torch.") and qual.rsplit(".", 1)[-1] in TENSOR_FACTORIES) \
-            or is_graph_source(ctx, node)
+        return not element and (
+            (qual.startswith("torch.") and qual.rsplit(".", 1)[-1] in TENSOR_FACTORIES)
+            or is_graph_source(ctx, node))
     if node.type != "identifier":
         return False
     latest = ctx.latest_binding(node, at)
@@ -82,19 +85,25 @@ def _is_tensor(ctx: Context, node: Node | None, at: Node, depth: int = 0) -> boo
         return False
     target, value = latest
     if value is not None:
-        return _is_tensor(ctx, value, target, depth + 1)
-    return _from_loader(ctx, target)
+        return _is_tensor(ctx, value, target, depth + 1, element)
+    return _from_loader(ctx, target, element)
 
 
-def _from_loader(ctx: Context, target: Node) -> bool:
-    """Whether `target` is bound by `for ... in loader` (or `enumerate(loader)`)."""
+def _from_loader(ctx: Context, target: Node, element: bool) -> bool:
+    """Whether `target` holds tensors from `for ... in loader` (or `enumerate(loader)`):
+    an unpacked part of the batch (`for x, y in loader`), or the batch when indexed. A whole
+    batch may be a dict-like object whose `.to()` works in place (Hugging Face)."""
     for loop in ctx.loops_around(target):
-        if loop.kind != "for" or not loop.node.child_by_field_name("left").start_byte <= \
-                target.start_byte < loop.node.child_by_field_name("left").end_byte:
+        left = loop.node.child_by_field_name("left")
+        if loop.kind != "for" or not left.start_byte <= target.start_byte < left.end_byte:
             continue
         source = unwrap(loop.node.child_by_field_name("right"))
         call = ctx.call_at(source)
-        if call is not None and call.name in ("enumerate", "zip") and call.args:
+        if call is not None and call.name == "enumerate" and call.args:
             source = call.args[0]
+            items = left.named_children if left.type in ("pattern_list", "tuple_pattern") else []
+            left = items[1] if len(items) == 2 else None
+        if left is None or not (element or left != target):
+            return False
         return ctx.is_dataloader(source)
     return False
