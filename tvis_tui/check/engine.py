@@ -24,7 +24,6 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     problems: list[FileProblem] = field(default_factory=list)
     files_checked: int = 0
-    lines_checked: int = 0
 
 
 def collect_files(paths: Sequence[str]) -> list[tuple[Path, str]]:
@@ -55,7 +54,6 @@ def check_sources(sources: list[SourceFile], rules: Sequence[type[Rule]],
     files = [FileModel(source) for source in sources]
     project = Project(files)
     for fm in files:
-        result.lines_checked += fm.source.text.count(b"\n") + 1
         for rule in rules:
             try:
                 found = list(rule().check(Context(project, fm, rule)))

@@ -52,7 +52,6 @@ def render_sarif(result: CheckResult, rules: Sequence[type[Rule]]) -> str:
     index = {rule.id: i for i, rule in enumerate(rules)}
     driver = {
         "name": "tvis", "version": __version__,
-        "informationUri": "https://github.com/tvis/tvis",
         "rules": [_sarif_rule(rule) for rule in rules],
     }
     results = [_sarif_result(f, index) for f in result.findings]
