@@ -118,6 +118,8 @@ def test_line_and_file_suppressions(script, capsys):
     assert run(capsys, script)[0] == 1
     script.write_text("# tvis: ignore-file[TV001]\n" + LEAKY)
     assert run(capsys, script)[0] == 0
+    script.write_text(LEAKY.replace("losses.append(loss)", "losses.append(loss)  # tvis: ignore"))
+    assert run(capsys, script)[0] == 0
 
 
 def test_pyproject_config_selects_and_overrides_severity(script, tmp_path, capsys):
