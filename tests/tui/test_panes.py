@@ -155,3 +155,21 @@ async def test_q_quits(healthy_run):
         await pilot.press("q")
         await pilot.pause()
         assert not pilot.app.is_running
+
+
+async def test_resizes_live_and_keeps_the_current_call_in_view(healthy_run):
+    async with opened(healthy_run, 36, size=(80, 24)) as pilot:
+        for size in [(200, 60), (80, 24), (100, 30)]:
+            await pilot.resize_terminal(*size)
+            await press(pilot, "s", "S")
+            text = screen_text(pilot.app)
+            assert "▶" in text and "call 36 of 39" in text
+            assert "return self.head(x)" in text
+
+
+async def test_no_color_keeps_markers_as_glyphs(healthy_run, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    async with opened(healthy_run, 10) as pilot:
+        assert pilot.app.no_color
+        text = screen_text(pilot.app)
+        assert "▶        head Linear" in text and "▶24" in text

@@ -20,8 +20,8 @@ STATUS_STYLES = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "run
 
 class RunPickerScreen(Screen):
     BINDINGS = [
-        Binding("enter", "open", "Open the selected run", show=True),
-        Binding("ctrl+r", "refresh", "Reload the list of runs", show=True),
+        Binding("enter", "open", "open", show=True, tooltip="Open the selected run"),
+        Binding("ctrl+r", "refresh", "reload", show=True, tooltip="Reload the list of runs"),
     ]
 
     def __init__(self, folder: Path, runs: list[RunSummary]) -> None:

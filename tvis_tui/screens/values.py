@@ -18,10 +18,11 @@ from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index
 
 class ValuesScreen(Screen):
     BINDINGS = [
-        Binding("i,colon", "index", "Slice: choose the index of each dimension…", show=True),
-        Binding("plus,equals_sign", "shift(1)", "Next index along the first indexed dimension", show=True),
-        Binding("minus", "shift(-1)", "Previous index along the first indexed dimension", show=True),
-        Binding("escape,q", "close", "Back to the debugger", show=True),
+        Binding("i,colon", "index", "slice", show=True, tooltip="Slice: choose the index of each dimension…"),
+        Binding("plus,equals_sign", "shift(1)", "next", show=True,
+                tooltip="Next index along the first indexed dimension"),
+        Binding("minus", "shift(-1)", "prev", show=True, tooltip="Previous index along the first indexed dimension"),
+        Binding("escape,q", "close", "back", show=True, tooltip="Back to the debugger"),
     ]
 
     def __init__(self, reader: RunReader, seq: int, slot: Slot) -> None:

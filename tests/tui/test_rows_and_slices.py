@@ -1,0 +1,76 @@
+"""Unit tests without a terminal: the tree's paging over wide calls, and value slicing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tvis_tui.screens.stepping import Stepper
+from tvis_tui.store import CallRecord, RunReader, RunWriter
+from tvis_tui.widgets.call_rows import PAGE, CallRows
+from tvis_tui.widgets.values_grid import format_index, parse_index
+
+WIDE = 2 * PAGE + 50
+
+
+@pytest.fixture(scope="module")
+def wide_run(tmp_path_factory):
+    """One step: WIDE top-level data calls, then a forward call with WIDE children."""
+    path = tmp_path_factory.mktemp("wide") / "run"
+    with RunWriter(path) as w:
+        seq = 0
+        for _ in range(WIDE):
+            seq += 1
+            w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=1, phase="data", kind="function", name="batch"))
+        seq += 1
+        parent = seq
+        w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=1, phase="forward", kind="module", name="model"))
+        for i in range(WIDE):
+            seq += 1
+            w.put_call(CallRecord(seq=seq, parent=parent, depth=1, step=1, phase="forward", kind="module",
+                                  name=f"layers.{i}"))
+    reader = RunReader(path)
+    yield reader
+    reader.close()
+
+
+def _call_seqs(rows) -> list[int]:
+    return [r.key[1] for r in rows.rows if r.key[0] == "call"]
+
+
+@pytest.mark.parametrize("target", [PAGE + 20, WIDE + 1 + PAGE + 20])
+def test_reveal_loads_only_the_page_holding_the_call(wide_run, target):
+    rows = CallRows(Stepper(wide_run))
+    index = rows.reveal(target)
+    assert rows.rows[index].key == ("call", target)
+    assert len(rows.rows) < 2 * PAGE + 10  # never the whole level
+    more = [r for r in rows.rows if r.key[0] == "more"]
+    assert more and len(set(_call_seqs(rows))) == len(_call_seqs(rows))
+
+
+def test_expanding_every_more_row_lists_each_child_once_in_order(wide_run):
+    rows = CallRows(Stepper(wide_run))
+    rows.reveal(WIDE + 1 + PAGE + 20)
+    while (more := next((i for i, r in enumerate(rows.rows) if r.key[0] == "more"), None)) is not None:
+        rows.expand(more)
+    children = [s for s in _call_seqs(rows) if s > WIDE + 1]
+    assert children == list(range(WIDE + 2, 2 * WIDE + 2))
+
+
+def test_collapse_hides_the_subtree(wide_run):
+    rows = CallRows(Stepper(wide_run))
+    rows.reveal(WIDE + 5)
+    model = rows.index(("call", WIDE + 1))
+    rows.collapse(model)
+    assert rows.index(("call", WIDE + 5)) is None and not rows.rows[model].expanded
+
+
+def test_parse_index_takes_numbers_and_slices_only():
+    assert parse_index("0, :, 2:8:2", 4) == (0, slice(None), slice(2, 8, 2))
+    assert parse_index("[1]", 2) == (1,)
+    assert format_index((1, slice(2, None)), 3) == "[1, 2:, :]"
+    for bad in ("__import__('os')", "1, 2, 3", "1:2:3:4"):
+        with pytest.raises(ValueError):
+            parse_index(bad, 2)
+    arr = np.arange(24).reshape(2, 3, 4)
+    assert arr[parse_index("1, :, -1", 3)].tolist() == [15, 19, 23]
