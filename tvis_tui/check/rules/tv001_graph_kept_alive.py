@@ -120,11 +120,21 @@ def _feeds_backward(ctx: Context, holder: str, after: Node) -> bool:
 
 
 def _container(target: Node | None) -> Node | None:
-    """`d` for `d[k]`; the target itself otherwise."""
+    """`d` for `d[k]` and `d.setdefault(k, [])`; the target itself otherwise."""
     target = unwrap(target)
-    while target is not None and target.type == "subscript":
-        target = unwrap(target.child_by_field_name("value"))
-    return target
+    while target is not None:
+        if target.type == "subscript":
+            target = unwrap(target.child_by_field_name("value"))
+        elif target.type == "call" and _method_name(target) in ("setdefault", "get"):
+            target = unwrap(target.child_by_field_name("function").child_by_field_name("object"))
+        else:
+            return target
+    return None
+
+
+def _method_name(call: Node) -> str | None:
+    func = call.child_by_field_name("function")
+    return text(func.child_by_field_name("attribute")) if func.type == "attribute" else None
 
 
 def _self_sum(ctx: Context, target: Node, value: Node) -> bool:
