@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -181,6 +182,21 @@ def test_gpu_option_without_estimator_says_unavailable(script, capsys, monkeypat
     monkeypatch.setitem(sys.modules, "tvis_tui.vram.check_hook", None)
     code, _, err = run(capsys, "--gpu", "a100-40gb", script)
     assert code == 2 and "--gpu is unavailable" in err
+
+
+def test_gpu_option_adds_the_estimators_findings(script, capsys, monkeypatch):
+    calls = []
+
+    def vram_findings(paths, gpu):
+        calls.append((list(paths), gpu))
+        return [{"path": str(script), "line": 4, "column": 1, "rule": "TV900",
+                 "severity": "error", "category": "memory", "message": "does not fit"}]
+
+    monkeypatch.setitem(sys.modules, "tvis_tui.vram.check_hook",
+                        types.SimpleNamespace(vram_findings=vram_findings))
+    code, out, _ = run(capsys, *ONLY_TV001, "--format", "json", "--gpu", "h100", script)
+    rules = [f["rule"] for f in json.loads(out)["findings"]]
+    assert code == 1 and calls == [([str(script)], "h100")] and rules == ["TV900", "TV001"]
 
 
 def test_check_runs_with_torch_unimportable(script):
