@@ -72,8 +72,7 @@ def check_sources(sources: list[SourceFile], rules: Sequence[type[Rule]],
                 override = config.severity.get(finding.rule)
                 result.findings.append(replace(finding, severity=override) if override
                                        else finding)
-    result.findings = sorted(set(result.findings),
-                             key=lambda f: (f.path, f.line, f.column, f.rule))
+    result.findings = sorted_findings(set(result.findings))
     return result
 
 
@@ -96,6 +95,11 @@ def check_text(code: str, rules: Sequence[type[Rule]], path: str = "<string>") -
     if isinstance(loaded, FileProblem):
         return CheckResult(problems=[loaded])
     return check_sources([loaded], rules)
+
+
+def sorted_findings(findings) -> list[Finding]:
+    """By file, then position, then rule id: the order every output format uses."""
+    return sorted(findings, key=lambda f: (f.path, f.line, f.column, f.rule))
 
 
 def at_or_above(findings: list[Finding], threshold: Severity) -> list[Finding]:

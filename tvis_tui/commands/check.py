@@ -55,8 +55,8 @@ def main(args: argparse.Namespace) -> int:
     result = engine.check_paths(paths, rules, config)
     if args.gpu:
         files = [display for _, display in engine.collect_files(paths)]
-        result.findings = sorted(result.findings + _vram_findings(files, args.gpu),
-                                 key=lambda f: (f.path, f.line, f.column, f.rule))
+        result.findings = engine.sorted_findings(
+            result.findings + _vram_findings(files, args.gpu))
     if args.format == "json":
         print(report.render_json(result))
     elif args.format == "sarif":
