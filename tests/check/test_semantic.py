@@ -145,3 +145,15 @@ def test_types_through_factories_and_rebinding():
     assert ctx.type_of(call(ctx, "model(x)").func) == "torch.nn.Sequential"
     assert ctx.is_optimizer(call(ctx, "opt.step()").receiver)
     assert ctx.type_of(call(ctx, "other(x)").func) is None
+
+
+def test_with_targets_are_bindings():
+    (ctx,) = contexts("""
+        import torch
+        from torch import nn
+        model = nn.Linear(2, 2)
+        def run(x):
+            with open("f") as model:
+                model(x)
+    """)
+    assert ctx.type_of(call(ctx, "model(x)").func) is None

@@ -34,6 +34,13 @@ class Symbols:
         for loop in index.loops:
             if loop.kind == "for":
                 self._bind(loop.node.child_by_field_name("left"), _UNKNOWN)
+        for block in index.withs:  # `with autocast() as ctx:` binds ctx to an unknown value
+            for item in block.node.child(1).named_children if block.node.child(1) else ():
+                value = item.child_by_field_name("value")
+                if value is not None and value.type == "as_pattern":
+                    alias = value.child_by_field_name("alias")
+                    self._bind(alias.named_children[0] if alias and alias.named_children
+                               else None, _UNKNOWN)
 
     # -- imports ---------------------------------------------------------------------------
     def _add_import(self, node: Node) -> None:
