@@ -24,6 +24,10 @@ _QUERY = """
 (import_statement) @import
 (import_from_statement) @importfrom
 (expression_statement) @statement
+(list_comprehension) @comprehension
+(generator_expression) @comprehension
+(set_comprehension) @comprehension
+(dictionary_comprehension) @comprehension
 """
 
 LOOP_KINDS = ("for", "while")
@@ -158,6 +162,8 @@ class FileIndex:
         self.aug_assignments = captures.get("augassign", [])
         self.statements = captures.get("statement", [])
         self.import_nodes = captures.get("import", []) + captures.get("importfrom", [])
+        self.comprehensions = captures.get("comprehension", [])
+        """Comprehensions and generator expressions: loops that are expressions."""
 
     def _build_regions(self, captures: dict[str, list[Node]]) -> list[Region]:
         tagged = [(node, kind) for kind in ("for", "while", "with", "function", "class")

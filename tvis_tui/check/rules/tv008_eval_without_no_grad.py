@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from tree_sitter import Node
+
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call, Region
 from tvis_tui.check.rule import Rule
+from tvis_tui.check.training import trains_directly
 
 GRAD_OFF_CALLS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
 
@@ -16,9 +19,10 @@ class EvalWithoutNoGrad(Rule):
     """The model is put in eval mode and run in a loop, but autograd still records.
 
     What it does:
-        After `model.eval()`, finds a loop in the same function that calls the model,
-        never runs backward() or an optimizer step, and is not under `torch.no_grad()`,
-        `torch.inference_mode()` or a decorator/caller that disables gradients.
+        After `model.eval()`, finds a loop or comprehension in the same function that calls
+        the model, never runs backward() or an optimizer step, and is not under
+        `torch.no_grad()`, `torch.inference_mode()` or a decorator/caller that disables
+        gradients.
     Why is this bad:
         `eval()` only switches dropout and batch-norm behaviour; it does not stop autograd.
         Every forward pass builds a graph and keeps activations: evaluation uses several
@@ -53,42 +57,42 @@ class EvalWithoutNoGrad(Rule):
             function = ctx.function_of(switch.node)
             for loop in _loops_after(ctx, switch, function):
                 forward = _model_call(ctx, loop, model)
-                if forward is not None and not ctx.loop_trains(loop) and \
+                if forward is not None and not ctx.reaches(loop, trains_directly) and \
                         not ctx.grad_disabled(forward.node) and \
-                        not _grad_turned_off(ctx, function, switch, model, loop):
+                        not _grad_turned_off(ctx, function, model, loop):
                     yield ctx.finding(forward.node, f"`{model}` is evaluated in a loop with "
                                       "autograd on: wrap the loop in torch.no_grad()")
 
 
-def _loops_after(ctx: Context, switch: Call, function: Region) -> list[Region]:
-    """Outermost loops of `function` that start after `switch` and before `.train()`."""
+def _loops_after(ctx: Context, switch: Call, function: Region) -> list[Node]:
+    """Outermost loops and comprehensions of `function` after `switch`, before `.train()`."""
     model = ctx.text(switch.receiver)
     ends = [c.node.start_byte for c in ctx.calls_named("train")
             if ctx.text(c.receiver) == model and c.node.start_byte > switch.node.end_byte
             and ctx.function_of(c.node) is function]
-    stop = min(ends, default=function.end)
-    loops = []
-    for loop in ctx.index.loops:
-        if switch.node.end_byte <= loop.start < stop and ctx.function_of(loop.node) is function \
-                and not any(outer.start >= switch.node.end_byte for outer in
-                            ctx.loops_around(loop.node)):
-            loops.append(loop)
-    return loops
+    start, stop = switch.node.end_byte, min(ends, default=function.end)
+    candidates = sorted([loop.node for loop in ctx.index.loops] + ctx.index.comprehensions,
+                        key=lambda n: (n.start_byte, -n.end_byte))
+    found: list[Node] = []
+    for node in candidates:
+        if start <= node.start_byte < stop and ctx.function_of(node) is function and \
+                not any(outer.start_byte <= node.start_byte < outer.end_byte for outer in found):
+            found.append(node)
+    return found
 
 
-def _model_call(ctx: Context, loop: Region, model: str) -> Call | None:
-    for call in ctx.calls_in(loop.node):
+def _model_call(ctx: Context, loop: Node, model: str) -> Call | None:
+    for call in ctx.calls_in(loop):
         if ctx.text(call.func) == model or (call.method == "forward"
                                              and ctx.text(call.receiver) == model):
             return call
     return None
 
 
-def _grad_turned_off(ctx: Context, function: Region, switch: Call, model: str,
-                     loop: Region) -> bool:
+def _grad_turned_off(ctx: Context, function: Region, model: str, loop: Node) -> bool:
     """`torch.set_grad_enabled(False)` or `model.requires_grad_(False)` before the loop."""
     for call in ctx.calls_in(function.node):
-        if call.node.start_byte >= loop.start:
+        if call.node.start_byte >= loop.start_byte:
             break
         if ctx.qualname(call.func) in GRAD_OFF_CALLS and call.args and \
                 ctx.text(call.args[0]) == "False":
