@@ -111,7 +111,8 @@ Shared analyses (import them in a rule):
                                  returns_of
   tvis_tui/check/kinds.py        library name tables (optimizers, models, losses, loaders,
                                  no_grad contexts); extend them there rather than in a rule
-Lower layers (ctx.index: regions/calls/assignments/aug_assignments/statements/loops;
+Lower layers (ctx.index: regions/calls/assignments/aug_assignments/statements/loops/
+comprehensions;
 ctx.symbols: imports/bindings; ctx.project: cross-file classes/functions/callers) are there
 when a rule needs them.
 
