@@ -44,7 +44,7 @@ def evaluate(model, loader, loss_fn, device):
 def main():
     device = torch.device("cpu")
     data = TensorDataset(torch.randn(512, 20), torch.randn(512, 1))
-    loader = DataLoader(data, batch_size=64, shuffle=True)
+    loader = DataLoader(data, batch_size=64, shuffle=True)  # expect: TV024
     val_loader = DataLoader(data, batch_size=128)
     model = build_model(64).to(device)
     optimizer = AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)

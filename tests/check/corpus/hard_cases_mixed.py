@@ -16,7 +16,7 @@ class Encoder(nn.Module):
 
 
 def get_loader():
-    return DataLoader(TensorDataset(torch.randn(40, 12), torch.randint(0, 5, (40,))),
+    return DataLoader(TensorDataset(torch.randn(40, 12), torch.randint(0, 5, (40,))),  # expect: TV024
                       batch_size=8, shuffle=True)
 
 

@@ -14,7 +14,7 @@ labels = [1, 0] * 64
 encodings = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
 dataset = [{"input_ids": encodings["input_ids"][i], "attention_mask": encodings["attention_mask"][i],
             "labels": torch.tensor(labels[i])} for i in range(len(texts))]
-train_dataloader = DataLoader(dataset, batch_size=8, shuffle=True)
+train_dataloader = DataLoader(dataset, batch_size=8, shuffle=True)  # expect: TV024
 optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5)
 num_training_steps = 3 * len(train_dataloader)
 lr_scheduler = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0,

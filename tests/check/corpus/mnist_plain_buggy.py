@@ -17,7 +17,7 @@ class Net(nn.Module):
 
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-train_loader = DataLoader(TensorDataset(torch.randn(256, 784), torch.randint(0, 10, (256,))),
+train_loader = DataLoader(TensorDataset(torch.randn(256, 784), torch.randint(0, 10, (256,))),  # expect: TV024
                           batch_size=32, shuffle=True)
 test_loader = DataLoader(TensorDataset(torch.randn(64, 784), torch.randint(0, 10, (64,))),
                          batch_size=64)

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 
 # %% data
-X = torch.tensor(np.random.rand(200, 3), dtype=torch.float32)
+X = torch.tensor(np.random.rand(200, 3), dtype=torch.float32)  # expect: TV024
 Y = (X.sum(1, keepdim=True) > 1.5).float()
 
 # %% model

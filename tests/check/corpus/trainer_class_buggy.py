@@ -45,5 +45,5 @@ if __name__ == "__main__":
     data = TensorDataset(torch.randn(128, 16), torch.randint(0, 4, (128,)))
     trainer = Trainer(MLP([16, 32, 4]))
     for epoch in range(3):
-        trainer.train_epoch(DataLoader(data, batch_size=16, shuffle=True))
+        trainer.train_epoch(DataLoader(data, batch_size=16, shuffle=True))  # expect: TV024
         print(trainer.evaluate(DataLoader(data, batch_size=64)))

@@ -9,7 +9,7 @@ from models import TinyResNet
 def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     data = TensorDataset(torch.randn(64, 3, 16, 16), torch.randint(0, 10, (64,)))
-    train_loader = DataLoader(data, batch_size=8, shuffle=True, num_workers=2, pin_memory=True)
+    train_loader = DataLoader(data, batch_size=8, shuffle=True, num_workers=2, pin_memory=True)  # expect: TV024
     val_loader = DataLoader(data, batch_size=32)
     model = TinyResNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
