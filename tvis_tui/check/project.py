@@ -68,11 +68,16 @@ class Project:
         self.files = files
         self.classes: dict[str, list[tuple[FileModel, Region]]] = {}
         self.functions: dict[str, list[FunctionRef]] = {}
+        self._by_owner: dict[tuple[int, str], list[FunctionRef]] = {}
+        """Functions by (id of their class region, or of their file for plain ones), name."""
         for fm in files:
             for region in fm.index.classes:
                 self.classes.setdefault(region.name, []).append((fm, region))
             for region in fm.index.functions:
-                self.functions.setdefault(region.name, []).append(FunctionRef(fm, region))
+                ref = FunctionRef(fm, region)
+                self.functions.setdefault(region.name, []).append(ref)
+                owner = (id(region.parent), region.name) if ref.is_method else (id(fm), region.name)
+                self._by_owner.setdefault(owner, []).append(ref)
         self.memo: dict = {}
         """Answers of the analyses in training.py, keyed by (question, node id)."""
         self._callers: dict[int, list[tuple[FileModel, Call]]] | None = None
@@ -236,13 +241,13 @@ class Project:
         if cls is not None:
             return self._methods(cls[0], cls[1], "__init__")
         module = qual.rpartition(".")[0] if qual and "." in qual else None
+        if module is None or module == fm.module:
+            return list(self._by_owner.get((id(fm), name), ()))
         return [ref for ref in self.functions.get(name, ())
-                if not ref.is_method and (ref.file is fm if module is None or module == fm.module
-                                          else ref.file.provides(module))]
+                if not ref.is_method and ref.file.provides(module)]
 
     def _methods(self, fm: FileModel, cls: Region, name: str, depth: int = 0) -> list[FunctionRef]:
-        found = [ref for ref in self.functions.get(name, ())
-                 if ref.file is fm and ref.region.parent is cls]
+        found = list(self._by_owner.get((id(cls), name), ()))
         if found or depth >= MAX_DEPTH:
             return found
         supers = cls.node.child_by_field_name("superclasses")
