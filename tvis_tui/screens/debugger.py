@@ -51,6 +51,7 @@ class DebuggerScreen(SteppingActions, Screen):
         self.future: list[int] = []
         self._reveal = True
         self.loaded_seq = 0
+        self._edges: tuple[bool, ...] = ()
         """The call the panes show now (lags `seq` while a load is in flight)."""
 
     def compose(self) -> ComposeResult:
@@ -102,6 +103,12 @@ class DebuggerScreen(SteppingActions, Screen):
     def watch_seq(self, seq: int) -> None:
         reveal, self._reveal = self._reveal, True
         self.load(seq, reveal)
+        # Re-check which keys can act (the footer greys the others) only when that can
+        # have changed: refreshing bindings on every step would rebuild the footer.
+        edges = (seq <= 1, seq >= self.stepper.total, bool(self.history), bool(self.future))
+        if edges != self._edges:
+            self._edges = edges
+            self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="load")
     def load(self, seq: int, reveal: bool) -> None:

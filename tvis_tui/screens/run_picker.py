@@ -36,7 +36,8 @@ class RunPickerScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("run", "script", "started", "steps", "calls", "size", "status")
+        # Status before the rest: a crashed run must stand out in a narrow terminal.
+        table.add_columns("run", "status", "script", "started", "steps", "calls", "size")
         self._fill()
         table.focus()
 
@@ -45,10 +46,10 @@ class RunPickerScreen(Screen):
         table.clear()
         for run in self.runs:
             table.add_row(
-                Text(run.path.name), Text(Path(run.script).name), Text(run.started.replace("T", " ")[:19]),
+                Text(run.path.name), Text(run.status, style=STATUS_STYLES.get(run.status, "")),
+                Text(Path(run.script).name), Text(run.started.replace("T", " ")[:19]),
                 Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"),
                 Text(human_bytes(run.size_bytes), justify="right"),
-                Text(run.status, style=STATUS_STYLES.get(run.status, "")),
             )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
