@@ -170,3 +170,24 @@ def dataset_is_iterable(project: Project, fm: FileModel, call: Call) -> bool:
         return True
     cls = project.project_class(qual)
     return cls is not None and project.class_inherits(*cls, ITERABLE_DATASETS)
+
+
+MAP_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.Subset",
+                          "torch.utils.data.ConcatDataset",
+                          "torch.utils.data.dataset.TensorDataset"})
+DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
+
+
+def dataset_is_map_style(project: Project, fm: FileModel, call: Call) -> bool:
+    """Whether the loader's dataset is provably map-style (indexable, so shuffling is a
+    choice): a TensorDataset / Subset, a torchvision dataset, or a project subclass of
+    `Dataset` that is not an IterableDataset."""
+    dataset = unwrap(call.arg(0, "dataset"))
+    qual = project.type_of(fm, dataset) if dataset is not None else None
+    if qual is None:
+        return False
+    if qual in MAP_DATASETS or qual.startswith("torchvision.datasets."):
+        return True
+    cls = project.project_class(qual)
+    return cls is not None and project.class_inherits(*cls, DATASET_BASES) and \
+        not project.class_inherits(*cls, ITERABLE_DATASETS)

@@ -33,7 +33,7 @@ def fit(epochs=3):
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     loss_fn = nn.MSELoss()
-    loader = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8)
+    loader = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=8)  # expect: TV026
     for epoch in range(epochs):
         for batch in loader:
             train_step(model, batch, optimizer, loss_fn)
