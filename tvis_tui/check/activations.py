@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from tree_sitter import Node
 
 from tvis_tui.check.index import Call
-from tvis_tui.check.syntax import returns_of, text, unwrap
+from tvis_tui.check.project import FunctionRef
+from tvis_tui.check.syntax import text, unwrap
 
 if TYPE_CHECKING:
     from tvis_tui.check.context import Context
@@ -95,8 +96,8 @@ def _forward_output(ctx: "Context", cls, depth: int) -> str | None:
     if len(forwards) != 1:
         return None
     other = Context(ctx.project, fm, ctx.rule)
-    kinds = {output_kind(other, ret.named_children[0], ret, depth + 1)
-             for ret in returns_of(forwards[0].node) if ret.named_children}
+    kinds = {output_kind(other, value, value, depth + 1)
+             for value in ctx.project.returned(FunctionRef(fm, forwards[0]))}
     return kinds.pop() if len(kinds) == 1 else None
 
 

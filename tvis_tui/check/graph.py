@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from tvis_tui.check.syntax import returns_of, text, unwrap
+from tvis_tui.check.syntax import text, unwrap
 
 if TYPE_CHECKING:
     from tvis_tui.check.context import Context
@@ -105,8 +105,8 @@ def _returns_graph(ctx: "Context", ref, depth: int) -> bool:
     if key not in memo:
         memo[key] = False  # recursion guard
         other = Context(ctx.project, ref.file, ctx.rule)
-        memo[key] = any(carries_graph(other, ret.named_children[0], ret, depth + 1)
-                        for ret in returns_of(ref.region.node) if ret.named_children)
+        memo[key] = any(carries_graph(other, value, value, depth + 1)
+                        for value in ctx.project.returned(ref))
     return memo[key]
 
 

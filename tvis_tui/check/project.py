@@ -167,9 +167,8 @@ class Project:
             return self.type_of(fm, call.args[0], depth + 1)
         if call.func is not None and call.func.type == "identifier" and \
                 self.project_class(qual, fm) is None:
-            returned = [(ref.file, ret.named_children[0])
-                        for ref in self._resolve_name(fm, call.name)
-                        for ret in returns_of(ref.region.node) if ret.named_children]
+            returned = [(ref.file, value) for ref in self._resolve_name(fm, call.name)
+                        for value in self.returned(ref)]
             if returned:  # a factory function: the type of what it returns
                 return _unanimous(self.type_of(rfm, expr, depth + 1) for rfm, expr in returned)
         return qual
@@ -256,6 +255,14 @@ class Project:
             if parent is not None:
                 found += self._methods(parent[0], parent[1], name, depth + 1)
         return found
+
+    def returned(self, ref: FunctionRef) -> list[Node]:
+        """The expressions a function returns (`return x` statements with a value)."""
+        key = ("returned", id(ref.region.node))
+        if key not in self.memo:
+            self.memo[key] = [ret.named_children[0] for ret in returns_of(ref.region.node)
+                              if ret.named_children]
+        return self.memo[key]
 
     def callers(self, ref: FunctionRef) -> list[tuple[FileModel, Call]]:
         """Every call in the checked files that resolves to `ref`."""
