@@ -151,3 +151,14 @@ def test_nearest_sibling_nonfinite_and_line_lookups(tmp_path):
     assert r.call_at_line_near("/src/train.py", 20, 5, forward=False) == 4
     assert r.call_at_line_near("/src/train.py", 20, 4) is None
     assert r.call_at_line_near("/elsewhere.py", 20, 0) is None
+
+
+def test_calls_matching_by_name_or_type_any_case(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        for seq, name in enumerate(["model", "model.Fc1", "loss", "model.fc2"], 1):
+            w.put_call(_call(seq, name=name))
+    r = RunReader(tmp_path / "run")
+    assert list(r.calls_matching("FC", 1, 4)) == [2, 4]
+    assert list(r.calls_matching("fc", 1, 4, reverse=True)) == [4, 2]
+    assert list(r.calls_matching("linear", 2, 3)) == [2, 3]  # the type matches too
+    assert list(r.calls_matching("fc", 3, 3)) == []

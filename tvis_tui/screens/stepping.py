@@ -14,7 +14,7 @@ FAILING_SEQ_KEYS = ("failing_seq", "failed_seq", "error_seq")
 """Metadata keys under which a recorder may name the call that raised."""
 
 SEARCH_CHUNK = 4096
-"""Calls decoded per read transaction while searching by name."""
+"""Calls decoded per read transaction while looking for the failing call."""
 
 
 class Stepper:
@@ -158,19 +158,8 @@ class Stepper:
 
     def search(self, text: str, seq: int, *, forward: bool = True) -> int | None:
         """The next (previous) call whose name or type contains `text`, wrapping around."""
-        needle = text.lower()
         order = [(seq + 1, self.total), (1, seq)] if forward else [(1, seq - 1), (seq, self.total)]
         for lo, hi in order:
-            for found in self._scan(lo, hi, needle, forward):
+            for found in self.reader.calls_matching(text, lo, hi, reverse=not forward):
                 return found
         return None
-
-    def _scan(self, lo: int, hi: int, needle: str, forward: bool):
-        starts = range(lo, hi + 1, SEARCH_CHUNK) if forward else range(hi, lo - 1, -SEARCH_CHUNK)
-        for start in starts:
-            first, last = (start, min(hi, start + SEARCH_CHUNK - 1)) if forward else (
-                max(lo, start - SEARCH_CHUNK + 1), start)
-            calls = self.reader.calls(first, last)
-            for call in calls if forward else reversed(calls):
-                if needle in call.name.lower() or needle in call.type.lower():
-                    yield call.seq

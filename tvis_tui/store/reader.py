@@ -189,6 +189,18 @@ class RunReader:
             return codec.parse_child_key(key)[1]
         return None
 
+    def calls_matching(self, text: str, first: int, last: int, *, reverse: bool = False) -> Iterator[int]:
+        """Seqs of the calls first..last whose name or type contains `text` (any case),
+        in order or reversed. Records that cannot match are skipped without decoding."""
+        needle = text.lower()
+        quick = needle.encode() if needle.isascii() else b""
+        for key, value in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1), reverse=reverse):
+            if quick and quick not in value.lower():
+                continue
+            data = codec.unpack(value)
+            if needle in str(data.get("name", "")).lower() or needle in str(data.get("type", "")).lower():
+                yield codec.from_u64(key)
+
     def nonfinite_near(self, seq: int, *, forward: bool = True) -> int | None:
         """The first call after (or last before) `seq` whose outputs hold NaN or Inf."""
         if forward:
