@@ -144,7 +144,9 @@ class Context:
                 (call.receiver is None or call.receiver.type != "identifier"
                  or call.receiver.text != b"self"):
             return None
-        if call.method is None and call.name in BUILTINS or not call.args:
+        # every loss module takes a prediction and a target: one-argument calls are layers
+        if call.method is None and call.name in BUILTINS or \
+                len(call.args) + len(call.kwargs) < 2 and not call.has_splat:
             return None
         target = call.receiver if call.method == "forward" else call.func
         return self.loss_class(target)
