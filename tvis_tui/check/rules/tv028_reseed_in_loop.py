@@ -1,0 +1,99 @@
+"""TV028: the random generators are re-seeded with the same value inside the training loop."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from tree_sitter import Node
+
+from tvis_tui.check import kinds
+from tvis_tui.check.context import Context
+from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.index import Call, Region
+from tvis_tui.check.rule import Rule
+from tvis_tui.check.syntax import identifiers
+
+SEEDING = frozenset({"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
+                     "torch.random.manual_seed", "numpy.random.seed", "random.seed"})
+SEEDING_NAMES = frozenset({"seed_everything", "set_seed"})
+
+
+class ReseedInLoop(Rule):
+    """Re-seeding every step or epoch replays the same random numbers each time.
+
+    What it does:
+        Finds `torch.manual_seed(s)`, `np.random.seed(s)`, `random.seed(s)`,
+        `seed_everything(s)` / `set_seed(s)` inside the per-step training loop, or in the
+        loop that directly runs it (the epoch loop), when `s` does not change in that
+        loop. A loop that also builds a new optimizer (a sweep or restart) is not reported.
+    Why is this bad:
+        Each iteration restarts the generators at the same state: every step draws the
+        same dropout masks and noise, and every epoch shuffles the data in the same order
+        (the DataLoader draws its shuffle from torch's generator). Regularisation that
+        relies on fresh randomness quietly stops working.
+    Example:
+        for epoch in range(epochs):
+            torch.manual_seed(42)
+            for x, y in loader:
+                train_step(x, y)
+    Use instead:
+        torch.manual_seed(42)
+        for epoch in range(epochs):
+            for x, y in loader:
+                train_step(x, y)
+    Known limits:
+        A seed that depends on the loop (`seed + epoch`) is not reported. Seeding inside
+        functions called from the loop, and `torch.Generator().manual_seed()` (often a
+        deliberate fixed generator) are not reported.
+    """
+
+    id = "TV028"
+    title = "random seed reset inside the training loop"
+    severity = Severity.WARNING
+    category = Category.CONVERGENCE
+    fix = "seed once before the training loop"
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in ctx.calls_named("manual_seed", "manual_seed_all", "seed", *SEEDING_NAMES):
+            if not _is_seeding(ctx, call) or call.has_splat:
+                continue
+            loops = ctx.loops_around(call.node)
+            if not loops or not _runs_steps(ctx, loops[0]):
+                continue
+            if _invariant(ctx, call.node, loops[0]) and not _restarts(ctx, loops[0]):
+                yield ctx.finding(call.node, f"`{ctx.text(call.node)}` resets the generator "
+                                  "to the same state on every iteration of the training loop")
+
+
+def _is_seeding(ctx: Context, call: Call) -> bool:
+    if call.method is None and call.name in SEEDING_NAMES:
+        return True
+    return ctx.qualname(call.func) in SEEDING or \
+        (ctx.qualname(call.func) or "").endswith((".seed_everything", ".set_seed"))
+
+
+def _runs_steps(ctx: Context, loop: Region) -> bool:
+    """The loop is the step loop, or the loop right around it (an epoch loop)."""
+    if not ctx.loop_trains(loop):
+        return False
+    inner = [other for other in ctx.index.loops
+             if other is not loop and loop.contains(other.node) and ctx.loop_trains(other)]
+    if not inner:
+        return True
+    steps = [other for other in inner if not any(
+        third is not other and other.contains(third.node) for third in inner)]
+    return all(ctx.loops_around(step.node)[:1] == [loop] for step in steps)
+
+
+def _invariant(ctx: Context, node: Node, loop: Region) -> bool:
+    for name in identifiers(node):
+        for target, _ in ctx.symbols.bindings_of(name) or ():
+            if loop.contains(target):
+                return False
+    return True
+
+
+def _restarts(ctx: Context, loop: Region) -> bool:
+    """The loop builds an optimizer: each iteration is a fresh training run."""
+    return any(kinds.is_optimizer_class(ctx.qualname(call.func) or "")
+               for call in ctx.calls_in(loop.node))
