@@ -1,0 +1,73 @@
+"""TV029: `torch.cuda.empty_cache()` or `gc.collect()` on every training step."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from tree_sitter import Node
+
+from tvis_tui.check.context import Context
+from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.index import Region
+from tvis_tui.check.rule import Rule
+
+HOUSEKEEPING = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache",
+                          "gc.collect"})
+GATES = frozenset({"if_statement", "elif_clause", "else_clause", "conditional_expression",
+                   "try_statement", "except_clause", "boolean_operator"})
+
+
+class EmptyCacheEveryStep(Rule):
+    """The allocator cache is flushed (or the garbage collector run) on every step.
+
+    What it does:
+        Finds `torch.cuda.empty_cache()` or `gc.collect()` called unconditionally in the
+        per-step training loop (a loop that trains and holds no other training loop).
+    Why is this bad:
+        `empty_cache()` synchronises the device and hands every cached block back to the
+        driver, so the next step must `cudaMalloc` all of its memory again: steps get
+        markedly slower, and it frees no memory that your tensors could not already
+        reuse. `gc.collect()` walks every Python object, tens of milliseconds per step in
+        a large program. Neither fixes a real leak (keep fewer references instead).
+    Example:
+        for x, y in loader:
+            train_step(x, y)
+            torch.cuda.empty_cache()
+    Use instead:
+        for x, y in loader:
+            train_step(x, y)
+        torch.cuda.empty_cache()  # once, e.g. before evaluation, if at all
+    Known limits:
+        Calls under an `if` (every N steps, after an out-of-memory error) or in an
+        `except` block are not reported, nor are calls in functions called from the loop.
+    """
+
+    id = "TV029"
+    title = "empty_cache() / gc.collect() on every training step"
+    severity = Severity.WARNING
+    category = Category.WASTED_COMPUTE
+    fix = "remove it from the step loop (call it every N steps or once per epoch if needed)"
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        for call in ctx.calls_named("empty_cache", "collect"):
+            if ctx.qualname(call.func) not in HOUSEKEEPING:
+                continue
+            loops = ctx.loops_around(call.node)
+            if loops and _is_step_loop(ctx, loops[0]) and not _gated(call.node, loops[0]):
+                yield ctx.finding(call.node, f"`{ctx.text(call.node)}` runs on every "
+                                  "training step")
+
+
+def _is_step_loop(ctx: Context, loop: Region) -> bool:
+    return ctx.loop_trains(loop) and not any(
+        other is not loop and loop.contains(other.node) and ctx.loop_trains(other)
+        for other in ctx.index.loops)
+
+
+def _gated(node: Node, loop: Region) -> bool:
+    current = node.parent
+    while current is not None and current != loop.node:
+        if current.type in GATES:
+            return True
+        current = current.parent
+    return False
