@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from tvis_tui.store import CallRecord, StepRecord
 from tvis_tui.widgets.format import duration, phase_style
@@ -28,6 +28,22 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     return text
 
 
-class StatusLine(Static):
+class StatusLine(Widget):
+    """One line of fixed height: updating it repaints the line and never re-lays out the
+    screen (a `Static.update` would, on every step)."""
+
+    DEFAULT_CSS = "StatusLine { height: 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = Text()
+
+    def render(self) -> Text:
+        return self.text
+
     def show(self, run: str, call: CallRecord, total: int, step: StepRecord | None, status: str) -> None:
         self.update(status_text(run, call, total, step, status))
+
+    def update(self, text: Text | str) -> None:
+        self.text = Text(text, no_wrap=True, overflow="ellipsis") if isinstance(text, str) else text
+        self.refresh()
