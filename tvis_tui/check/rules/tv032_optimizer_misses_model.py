@@ -1,0 +1,122 @@
+"""TV032: the optimizer holds parameters that are not the ones being trained."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from tree_sitter import Node
+
+from tvis_tui.check import kinds
+from tvis_tui.check.context import Context
+from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.optimizers import Construction, constructions
+from tvis_tui.check.rule import Rule
+from tvis_tui.check.syntax import dotted, mentions, unwrap
+
+NEW_OBJECT_CALLS = frozenset({"copy.deepcopy", "torch.load"})
+
+
+class OptimizerMissesModel(Rule):
+    """The optimizer was built before the model (or one of its layers) was replaced.
+
+    What it does:
+        After `optimizer = Optim(model.parameters())`, finds in the same function an
+        assignment that replaces `model` with a new object (`model = Net()`,
+        `copy.deepcopy(...)`, `torch.load(...)`) or replaces one of its layers with a new
+        module (`model.fc = nn.Linear(...)`, `model.classifier[6] = ...`), when the
+        optimizer is used afterwards and not rebuilt.
+    Why is this bad:
+        The optimizer keeps references to the old parameter tensors. The new layer (or the
+        whole new model) is never updated: fine-tuning trains nothing but a head that is
+        not in the network any more, the loss barely moves, and nothing errors.
+    Example:
+        model = torchvision.models.resnet18(weights="DEFAULT")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        model.fc = nn.Linear(512, 10)
+    Use instead:
+        model = torchvision.models.resnet18(weights="DEFAULT")
+        model.fc = nn.Linear(512, 10)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    Known limits:
+        Only constructions and replacements in the same function, in source order, are
+        compared. Moving or wrapping the same model (`model.to(device)`, `DDP(model)`,
+        `torch.compile(model)`) keeps its parameters and is not reported; nor is a
+        replacement followed by any new optimizer.
+    """
+
+    id = "TV032"
+    title = "optimizer built before the model or a layer is replaced"
+    severity = Severity.ERROR
+    category = Category.CONVERGENCE
+    fix = "build the optimizer after the model is final"
+
+    def check(self, ctx: Context) -> Iterator[Finding]:
+        built = constructions(ctx)
+        for opt in built:
+            if not opt.models:
+                continue
+            function = ctx.function_of(opt.call.node)
+            for assign in ctx.index.assignments:
+                if assign.start_byte < opt.call.node.end_byte or \
+                        ctx.function_of(assign) is not function:
+                    continue
+                replaced = _replaced_model(ctx, assign, opt)
+                if replaced is None or _rebuilt(ctx, built, assign, function) or \
+                        not _used_after(ctx, opt, assign, function):
+                    continue
+                yield ctx.finding(assign, _message(ctx, assign, opt, replaced))
+                break
+
+
+def _message(ctx: Context, assign: Node, opt: Construction, replaced: str) -> str:
+    where = f"after `{opt.name}` was built (line {opt.call.line})"
+    if replaced in opt.models:
+        return (f"`{replaced}` is rebound to a new model {where} over the old one's "
+                "parameters: the new model is never updated")
+    left = ctx.text(assign.child_by_field_name("left"))
+    return f"`{left}` gets a new module {where}: its parameters are never updated"
+
+
+def _replaced_model(ctx: Context, assign: Node, opt: Construction) -> str | None:
+    """The replaced name when `assign` puts a new module at a model or inside it."""
+    left = unwrap(assign.child_by_field_name("left"))
+    right = unwrap(assign.child_by_field_name("right"))
+    if left is None or right is None or right.type != "call":
+        return None
+    base = left
+    while base.type == "subscript":
+        base = unwrap(base.child_by_field_name("value"))
+    name = dotted(base)
+    if name is None:
+        return None
+    whole = name in opt.models and base is left
+    inside = any(name.startswith(model + ".") for model in opt.models)
+    if not (whole or inside) or not _new_module(ctx, right, name):
+        return None
+    return name
+
+
+def _new_module(ctx: Context, value: Node, name: str) -> bool:
+    """A call that makes a module with new parameters (not the same one moved or wrapped)."""
+    call = ctx.call_at(value)
+    if call is None or call.method in kinds.SELF_RETURNING_METHODS:
+        return False
+    qual = ctx.qualname(call.func)
+    if qual in NEW_OBJECT_CALLS:
+        return True
+    if qual in kinds.MODEL_WRAPPERS or qual == "torch.compile" or \
+            any(mentions(arg, name) for arg in call.args):
+        return False
+    return ctx.is_model(value)
+
+
+def _rebuilt(ctx: Context, built: list[Construction], after: Node, function) -> bool:
+    return any(o.call.node.start_byte > after.end_byte
+               and ctx.function_of(o.call.node) is function for o in built)
+
+
+def _used_after(ctx: Context, opt: Construction, after: Node, function) -> bool:
+    """Whether the optimizer's name is read later in the same function (an attribute of
+    `self` lives on in the other methods)."""
+    return opt.name.startswith("self.") or any(call.node.start_byte > after.end_byte and mentions(call.node, opt.name)
+               for call in ctx.calls_in(function.node))
