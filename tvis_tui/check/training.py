@@ -117,6 +117,18 @@ def training_loops(project: Project, fm: FileModel) -> list[Region]:
     return [loop for loop in fm.index.loops if loop_trains(project, fm, loop)]
 
 
+def is_step_loop(project: Project, fm: FileModel, loop: Region) -> bool:
+    """Whether `loop` is a per-step loop: it trains, and no loop inside it (in its body or
+    in a function it calls) trains too — so an epoch loop is not one."""
+    return loop_trains(project, fm, loop) and not reaches(
+        project, fm, loop.body, _holds_training_loop)
+
+
+def _holds_training_loop(project: Project, fm: FileModel, node: Node) -> bool:
+    return any(node.start_byte <= inner.start and inner.end <= node.end_byte and
+               loop_trains(project, fm, inner) for inner in fm.index.loops)
+
+
 @dataclass(frozen=True)
 class Repeat:
     """Why a node runs many times: `loop` in `file`, or a framework hook (loop is None)."""

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from tree_sitter import Node
 
+from tvis_tui.check import training
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.graph import carries_graph
@@ -91,12 +92,10 @@ def _inner_of_chain(call: Call) -> bool:
 
 
 def _step_loop(ctx: Context, loops: list[Region]) -> Region | None:
-    """The innermost loop around the sync that trains, if no loop inside it trains too."""
+    """The innermost loop around the sync that trains, if it is a per-step loop."""
     for loop in loops:
         if ctx.loop_trains(loop):
-            inner = [other for other in ctx.index.loops
-                     if other is not loop and loop.contains(other.node)]
-            return None if any(ctx.loop_trains(other) for other in inner) else loop
+            return loop if training.is_step_loop(ctx.project, ctx.file, loop) else None
     return None
 
 

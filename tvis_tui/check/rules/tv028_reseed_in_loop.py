@@ -6,10 +6,11 @@ from typing import Iterator
 
 from tree_sitter import Node
 
-from tvis_tui.check import kinds
+from tvis_tui.check import kinds, training
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call, Region
+from tvis_tui.check.project import FileModel, Project
 from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import identifiers
 
@@ -73,16 +74,26 @@ def _is_seeding(ctx: Context, call: Call) -> bool:
 
 
 def _runs_steps(ctx: Context, loop: Region) -> bool:
-    """The loop is the step loop, or the loop right around it (an epoch loop)."""
+    """The loop is the step loop, or the loop right around it (an epoch loop): every
+    training loop it holds is a step loop, and so is every loop it reaches by a call."""
+    project, fm = ctx.project, ctx.file
     if not ctx.loop_trains(loop):
         return False
-    inner = [other for other in ctx.index.loops
-             if other is not loop and loop.contains(other.node) and ctx.loop_trains(other)]
-    if not inner:
+    if training.is_step_loop(project, fm, loop):
         return True
-    steps = [other for other in inner if not any(
-        third is not other and other.contains(third.node) for third in inner)]
-    return all(ctx.loops_around(step.node)[:1] == [loop] for step in steps)
+    inner = [other for other in fm.index.loops
+             if other is not loop and loop.contains(other.node) and ctx.loop_trains(other)]
+    if inner:
+        return all(training.is_step_loop(project, fm, other) and
+                   ctx.loops_around(other.node)[:1] == [loop] for other in inner)
+    return not ctx.reaches(loop.body, _nested_training_loops)
+
+
+def _nested_training_loops(project: Project, fm: FileModel, node: Node) -> bool:
+    """A training loop inside `node` that is not a step loop (an epoch loop in a callee)."""
+    return any(node.start_byte <= loop.start and loop.end <= node.end_byte and
+               training.loop_trains(project, fm, loop) and
+               not training.is_step_loop(project, fm, loop) for loop in fm.index.loops)
 
 
 def _invariant(ctx: Context, node: Node, loop: Region) -> bool:
@@ -94,6 +105,11 @@ def _invariant(ctx: Context, node: Node, loop: Region) -> bool:
 
 
 def _restarts(ctx: Context, loop: Region) -> bool:
-    """The loop builds an optimizer: each iteration is a fresh training run."""
-    return any(kinds.is_optimizer_class(ctx.qualname(call.func) or "")
-               for call in ctx.calls_in(loop.node))
+    """The loop builds an optimizer (itself or in a function it calls): each iteration is
+    a fresh training run, seeded the same way on purpose."""
+    return ctx.reaches(loop.body, _builds_optimizer)
+
+
+def _builds_optimizer(project: Project, fm: FileModel, node: Node) -> bool:
+    return any(kinds.is_optimizer_class(fm.symbols.qualname(call.func) or "")
+               for call in fm.index.calls_in(node))

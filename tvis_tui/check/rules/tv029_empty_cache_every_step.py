@@ -6,6 +6,7 @@ from typing import Iterator
 
 from tree_sitter import Node
 
+from tvis_tui.check import training
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Region
@@ -53,15 +54,10 @@ class EmptyCacheEveryStep(Rule):
             if ctx.qualname(call.func) not in HOUSEKEEPING:
                 continue
             loops = ctx.loops_around(call.node)
-            if loops and _is_step_loop(ctx, loops[0]) and not _gated(call.node, loops[0]):
+            if loops and training.is_step_loop(ctx.project, ctx.file, loops[0]) and \
+                    not _gated(call.node, loops[0]):
                 yield ctx.finding(call.node, f"`{ctx.text(call.node)}` runs on every "
                                   "training step")
-
-
-def _is_step_loop(ctx: Context, loop: Region) -> bool:
-    return ctx.loop_trains(loop) and not any(
-        other is not loop and loop.contains(other.node) and ctx.loop_trains(other)
-        for other in ctx.index.loops)
 
 
 def _gated(node: Node, loop: Region) -> bool:
