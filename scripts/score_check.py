@@ -7,6 +7,9 @@ A case is a file or folder under tests/check/corpus or tests/check/fixtures; its
 `# expect: TV001` comments are the truth (see tests/check/labels.py). A finding on an
 expected (line, rule) is a true positive, any other finding a false positive, and an expected
 label with no finding a false negative.
+
+Then, as a check on code the rules were not written against, the mutation table
+(scripts/check_mutants.py): known bugs planted into clean scripts, and how many were found.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+from check_mutants import run_mutants  # noqa: E402
 from tests.check.labels import actual, cases, expected  # noqa: E402
 from tvis_tui.check.registry import all_rules  # noqa: E402
 
@@ -47,6 +52,15 @@ def ratio(num: int, den: int) -> float:
     return num / den if den else 1.0
 
 
+def print_mutants() -> None:
+    print("\nplanted bugs in clean scripts (mutation recall):")
+    for op, made, detected, missed in run_mutants():
+        rate = f"{detected / made:.2f}" if made else "  - "
+        print(f"  {op.rule}  {detected:>3}/{made:<3} {rate}  {op.name}")
+        for seed in missed:
+            print(f"         not found in {seed}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", action="store_true", help="score the corpus only")
@@ -67,6 +81,7 @@ def main() -> int:
           f"every rule >= {RULE_FLOOR})")
     for note in notes:
         print(note)
+    print_mutants()
     return 0 if ok and p >= TARGET_PRECISION and r >= TARGET_RECALL else 1
 
 

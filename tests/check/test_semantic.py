@@ -157,3 +157,18 @@ def test_with_targets_are_bindings():
                 model(x)
     """)
     assert ctx.type_of(call(ctx, "model(x)").func) is None
+
+
+def test_types_of_unpacked_tuples():
+    (ctx,) = contexts("""
+        import torch
+        from torch.utils.data import DataLoader
+        def build():
+            return DataLoader(a), DataLoader(b), 3
+        train_loader, val_loader, n = build()
+        opt, lr = torch.optim.SGD(p), 0.1
+        train_loader.x(); n.x(); opt.x()
+    """)
+    assert ctx.is_dataloader(call(ctx, "train_loader.x()").receiver)
+    assert ctx.type_of(call(ctx, "n.x()").receiver) is None
+    assert ctx.is_optimizer(call(ctx, "opt.x()").receiver)

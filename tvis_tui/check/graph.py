@@ -111,10 +111,23 @@ def _returns_graph(ctx: "Context", ref, depth: int) -> bool:
 
 
 def _name_carries(ctx: "Context", name: Node, at: Node, depth: int) -> bool:
+    if _backward_on_same_value(ctx, name, at):
+        return True
     latest = ctx.latest_binding(name, at)
-    if latest is not None and latest[1] is not None:
-        return carries_graph(ctx, latest[1], latest[0], depth + 1)
+    return latest is not None and latest[1] is not None and \
+        carries_graph(ctx, latest[1], latest[0], depth + 1)
+
+
+def _backward_on_same_value(ctx: "Context", name: Node, at: Node) -> bool:
+    """Whether `name.backward()` runs on the value `name` holds at `at` (between the
+    assignment that reaches `at` and the next one): proof that it has a graph."""
     function = ctx.function_of(at)
     raw = text(name)
-    return any(ctx.text(c.receiver) == raw for c in ctx.calls_named("backward")
+    latest = ctx.latest_binding(name, at)
+    start = latest[0].end_byte if latest is not None else function.start
+    later = [target.start_byte for target, _ in ctx.symbols.bindings_of(name) or ()
+             if target.start_byte >= at.start_byte and function.contains(target)]
+    end = min(later, default=function.end)
+    return any(start <= c.node.start_byte < end and ctx.text(c.receiver) == raw
+               for c in ctx.calls_named("backward")
                if c.receiver is not None and function.contains(c.node))

@@ -145,7 +145,11 @@ class Project:
             return f"{fm.module}.{cls.name}" if cls is not None else None
         if node.type not in ("identifier", "attribute"):
             return None
-        values = fm.symbols.assigned_values(node)
+        bindings = fm.symbols.bindings_of(node)
+        if bindings and len(bindings) == 1 and bindings[0][0].id in fm.symbols.unpacked:
+            value, position = fm.symbols.unpacked[bindings[0][0].id]
+            return self._element_type(fm, value, position, depth)
+        values = [value for _, value in bindings] if bindings else None
         if values:
             # `model = model.to(device)` re-binds the same object: only the others count
             kept = [v for v in values if v is None or not _rebinds(fm, v, text(node))]
@@ -155,6 +159,24 @@ class Project:
         if node.type == "identifier" and fm.symbols.is_parameter(node):
             return self._type_of_parameter(fm, node, depth)
         return None
+
+    def _element_type(self, fm: FileModel, value: Node, position: int,
+                      depth: int) -> str | None:
+        """The type of element `position` of a tuple: written out, or returned by a project
+        function (`train_loader, val_loader = build_loaders()`)."""
+        value = unwrap(value)
+        if value.type in ("tuple", "expression_list"):
+            items = value.named_children
+            if position < len(items) and not any(i.type == "list_splat" for i in items):
+                return self.type_of(fm, items[position], depth + 1)
+            return None
+        call = fm.index.call_at(value) if value.type == "call" else None
+        if call is None or call.func is None or call.func.type != "identifier":
+            return None
+        returned = [(ref.file, v) for ref in self._resolve_name(fm, call.name)
+                    for v in self.returned(ref)]
+        return _unanimous(self._element_type(rfm, v, position, depth + 1)
+                          for rfm, v in returned) if returned else None
 
     def _type_of_call(self, fm: FileModel, node: Node, depth: int) -> str | None:
         call = fm.index.call_at(node)
@@ -194,8 +216,8 @@ class Project:
         qual = self.type_of(fm, node)
         if qual is None:
             return False
-        if kinds.is_optimizer_class(qual):
-            return True
+        if kinds.is_optimizer_class(qual) or qual in kinds.OPTIMIZER_BASES:
+            return True  # a constructor call, or an annotation with the base class
         cls = self.project_class(qual)
         return cls is not None and self.class_inherits(*cls, kinds.OPTIMIZER_BASES)
 

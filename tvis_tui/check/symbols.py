@@ -25,6 +25,8 @@ class Symbols:
         self._params: dict[int, set[str]] = {}
         self._qualnames: dict[int, str | None] = {}
         self._top_names: set[str] | None = None
+        self.unpacked: dict[int, tuple[Node, int]] = {}
+        """Target node id -> (value, position) for `a, b = value` (followed by type_of)."""
         for node in index.import_nodes:
             self._add_import(node)
         for node in index.assignments:
@@ -124,7 +126,9 @@ class Symbols:
         if target is None:
             return
         if target.type in ("pattern_list", "tuple_pattern", "list_pattern", "tuple", "list"):
-            for element in target.named_children:
+            for position, element in enumerate(target.named_children):
+                if value is not None:
+                    self.unpacked[element.id] = (value, position)
                 self._bind(element, _UNKNOWN)
             return
         key = self._key(target)

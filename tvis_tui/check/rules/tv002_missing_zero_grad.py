@@ -98,10 +98,19 @@ def _opaque_reset(ctx: Context, body: Node) -> bool:
     stepped = {ctx.text(c.args[0] if c.args else c.receiver)
                for c in ctx.calls_in(body) if ctx.is_optimizer_step(c)}
     for call in ctx.calls_in(body):
-        if ctx.project.callees(ctx.file, call) or (ctx.qualname(call.func) or "").startswith(
-                "torch."):
+        if ctx.project.callees(ctx.file, call) or _torch_call(ctx, call) or \
+                ctx.is_optimizer_step(call):
             continue
         for arg in [*call.args, *call.kwargs.values()]:
             if ctx.text(arg) in stepped or ctx.is_optimizer(arg) or ctx.is_model(arg):
                 return True
     return False
+
+
+def _torch_call(ctx: Context, call: Call) -> bool:
+    """A torch function, or a method of a torch object (`scaler.step(opt)`): neither resets
+    gradients behind our back."""
+    if (ctx.qualname(call.func) or "").startswith("torch."):
+        return True
+    owner = ctx.type_of(call.receiver) if call.receiver is not None else None
+    return owner is not None and owner.startswith("torch.")
