@@ -173,3 +173,14 @@ async def test_no_color_keeps_markers_as_glyphs(healthy_run, monkeypatch):
         assert pilot.app.no_color
         text = screen_text(pilot.app)
         assert "▶        head Linear" in text and "▶24" in text
+
+
+async def test_values_view_scrolls_across_wide_tensors(healthy_run):
+    async with opened(healthy_run, 10, size=(80, 24)) as pilot:  # head: input [4, 512]
+        await press(pilot, "v")
+        assert isinstance(pilot.app.screen, ValuesScreen)
+        header = screen_text(pilot.app).splitlines()[1]
+        assert header.split()[0] == "0"
+        await press(pilot, *["right"] * 30)
+        assert screen_text(pilot.app).splitlines()[1].split()[0] != "0"
+        await press(pilot, "home")

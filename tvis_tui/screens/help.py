@@ -31,6 +31,8 @@ def _one_key(key: str) -> str:
     else:
         shown = format_key(base)
         name = shown if len(shown) == 1 else shown.title()
+    if mods and len(name) == 1:
+        name = name.upper()  # Ctrl+R, as menus and manuals write it
     return "+".join([*(m.title() for m in mods), name])
 
 
@@ -48,13 +50,16 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
     from tvis_tui.widgets.call_tree import CallTree
     from tvis_tui.widgets.source_pane import SourcePane
 
-    inspector = [Binding("enter", "select", "Open the values of the selected tensor (when stored)")]
+    inspector = [Binding("up,down", "cursor", "Select an input, output or gradient"),
+                 Binding("enter", "select", "Open the values of the selected tensor (when stored)")]
+    scrolling = Binding("up,down,left,right,pageup,pagedown,home,end", "scroll",
+                        "Scroll the values a line, a column or a page at a time")
     return [
         ("Stepping (from any pane)", list(DebuggerScreen.BINDINGS)),
         ("Call tree", list(CallTree.BINDINGS)),
         ("Source pane", list(SourcePane.BINDINGS)),
         ("Inspector", inspector),
-        ("Values view", list(ValuesScreen.BINDINGS)),
+        ("Values view", [*ValuesScreen.BINDINGS, scrolling]),
         ("Run list", list(RunPickerScreen.BINDINGS)),
         ("Everywhere", [*TvisApp.BINDINGS, Binding("tab", "focus_next", "Next pane")]),
     ]
