@@ -98,3 +98,8 @@ async def test_refresh_shows_calls_committed_after_opening(tmp_path):
             assert "call 20 of 26" in screen_text(pilot.app)
     finally:
         writer.communicate("go\n", timeout=30)
+
+
+async def test_failing_call_is_marked_in_the_tree(crashed_run):
+    async with opened(crashed_run) as pilot:
+        assert "blocks.1.fc Linear ✗ raised" in screen_text(pilot.app)
