@@ -40,6 +40,8 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader",
                          "torch.utils.data.dataloader.DataLoader"})
 NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode",
                               "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+GRAD_ENABLING_CONTEXTS = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
+                                    "torch.autograd.grad_mode.enable_grad"})
 SELF_RETURNING_METHODS = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half",
                                     "double", "bfloat16", "requires_grad_", "share_memory"})
 

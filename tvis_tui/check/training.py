@@ -201,12 +201,16 @@ def _decorators(function: Region) -> list[Node]:
 def grad_disabled(project: Project, fm: FileModel, node: Node, depth: int = 0) -> bool:
     """Whether autograd is off at `node`: inside `with torch.no_grad()` / `inference_mode()` /
     `set_grad_enabled(False)`, a function decorated with one, or a function every caller of
-    which runs with gradients disabled."""
+    which runs with gradients disabled. The innermost context decides: `enable_grad()` or
+    `set_grad_enabled(True)` inside a `no_grad()` turns autograd back on."""
     for qual, call in context_managers(fm, node):
         if qual in kinds.NO_GRAD_CONTEXTS:
             return True
-        if qual == "torch.set_grad_enabled" and call.args and text(call.args[0]) == "False":
-            return True
+        if qual in kinds.GRAD_ENABLING_CONTEXTS:
+            return False
+        if qual == "torch.set_grad_enabled" and call.args:
+            if text(call.args[0]) in ("False", "True"):
+                return text(call.args[0]) == "False"
     function = fm.index.function_of(node)
     if function.kind != "function" or depth >= MAX_DEPTH:
         return False
