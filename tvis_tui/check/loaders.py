@@ -17,7 +17,9 @@ from tvis_tui.check.training import loop_trains
 
 ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
 DISTRIBUTED_CALLS = frozenset({"torch.distributed.init_process_group",
-                               "torch.nn.parallel.DistributedDataParallel"})
+                               "torch.nn.parallel.DistributedDataParallel",
+                               "torch.nn.parallel.distributed.DistributedDataParallel",
+                               "torch.distributed.fsdp.FullyShardedDataParallel"})
 TORCHRUN_VARIABLES = (b'"LOCAL_RANK"', b"'LOCAL_RANK'", b'"WORLD_SIZE"', b"'WORLD_SIZE'")
 PREPARING_METHODS = frozenset({"prepare", "setup_dataloaders", "prepare_data_loader"})
 """Accelerate / Fabric calls that replace a loader's sampler for distributed training."""
@@ -102,7 +104,8 @@ def _file_is_distributed(fm: FileModel) -> bool:
     if any(variable in fm.source.text for variable in TORCHRUN_VARIABLES):
         return True
     return any(fm.symbols.qualname(call.func) in DISTRIBUTED_CALLS
-               for name in ("init_process_group", "DistributedDataParallel", "DDP")
+               for name in ("init_process_group", "DistributedDataParallel", "DDP",
+                            "FullyShardedDataParallel", "FSDP")
                for call in fm.index.calls_by_name.get(name, []))
 
 

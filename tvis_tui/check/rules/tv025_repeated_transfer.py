@@ -44,7 +44,8 @@ class RepeatedTransfer(Rule):
         Only plain names assigned from a torch constructor in the same function, and
         tensors built inline from literals or unchanged names, are followed; attributes
         (`self.weights.to(...)`) and transfers in functions called from the loop are not
-        reported. `.to(dtype)` without a device is not a transfer and is not reported.
+        reported. `.to(dtype)` without a device is not a transfer and is not reported;
+        a tensor changed in place in the loop (`w.mul_()`, `w[i] = v`) is not invariant.
     """
 
     id = "TV025"
@@ -101,9 +102,20 @@ def _invariant_host_tensor(ctx: Context, receiver: Node | None, loop: Region) ->
 
 
 def _invariant(ctx: Context, node: Node, loop: Region) -> bool:
-    """No name used in `node` is assigned inside `loop` (loop variables included)."""
+    """No name used in `node` is assigned inside `loop` (loop variables included), nor
+    changed in place there (`w.mul_(...)`, `w[i] = ...`)."""
+    names = {ctx.text(name) for name in identifiers(node)}
     for name in identifiers(node):
         for target, _ in ctx.symbols.bindings_of(name) or ():
             if loop.contains(target):
                 return False
+    for call in ctx.calls_in(loop.node):
+        if call.method is not None and call.method.endswith("_") and \
+                ctx.text(call.receiver) in names:
+            return False
+    for assign in ctx.index.assignments:
+        left = assign.child_by_field_name("left")
+        if loop.contains(assign) and left is not None and left.type == "subscript" and \
+                ctx.text(left.child_by_field_name("value")) in names:
+            return False
     return True
