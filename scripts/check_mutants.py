@@ -49,6 +49,38 @@ def _after_imports(text: str) -> int:
     return len(text.splitlines())
 
 
+def _zero_grad_after_backward(text: str) -> str | None:
+    """Move the first standalone zero_grad() to just after the next backward()."""
+    lines = text.splitlines()
+    reset = next((i for i, l in enumerate(lines)
+                  if re.match(r"\s*[\w.]+\.zero_grad\(.*\)\s*$", l)), None)
+    if reset is None:
+        return None
+    backward = next((i for i in range(reset + 1, len(lines))
+                     if re.match(r"\s*.*\.backward\(.*\)\s*$", lines[i])), None)
+    if backward is None:
+        return None
+    indent = re.match(r"\s*", lines[backward]).group(0)
+    moved = indent + lines[reset].strip()
+    lines[reset] = re.match(r"\s*", lines[reset]).group(0) + "pass"
+    lines.insert(backward + 1, moved)
+    return "\n".join(lines) + "\n"
+
+
+def _drop_no_grad(text: str) -> str | None:
+    """`with torch.no_grad():` around an evaluation loop becomes `if True:`."""
+    pattern = re.compile(r"^(\s*)with torch\.(no_grad|inference_mode)\(\):\s*\n(\s*for )",
+                         re.M)
+    changed = pattern.sub(r"\1if True:\n\3", text)
+    return changed if changed != text else None
+
+
+def _bce_without_logits(text: str) -> str | None:
+    changed = text.replace("BCEWithLogitsLoss(", "BCELoss(").replace(
+        "binary_cross_entropy_with_logits(", "binary_cross_entropy(")
+    return changed if changed != text else None
+
+
 def _discard_to(text: str) -> str | None:
     single = re.compile(r"^(\s*)(\w+) = \2\.(to|cuda)\((.*)\)\s*$", re.M)
     changed = single.sub(r"\1\2.\3(\4)", text, count=1)
@@ -81,7 +113,13 @@ class Operator:
 OPERATORS = (
     Operator("TV001", "append the loss to a list after backward()", _store_loss),
     Operator("TV002", "delete every zero_grad()", _drop_zero_grad),
+    Operator("TV003", "move zero_grad() to between backward() and step()",
+             _zero_grad_after_backward),
     Operator("TV005", "softmax the logits fed to F.cross_entropy", _softmax_into_ce),
+    Operator("TV007", "BCEWithLogitsLoss becomes BCELoss on the same logits",
+             _bce_without_logits),
+    Operator("TV008", "`with torch.no_grad():` around a loop becomes `if True:`",
+             _drop_no_grad),
     Operator("TV009", "`x = x.to(d)` becomes `x.to(d)`", _discard_to),
     Operator("TV010", "drop the parentheses of .eval() / .zero_grad()", _forget_call),
 )

@@ -8,7 +8,9 @@ from tree_sitter import Node
 
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
-from tvis_tui.check.index import Call
+from tvis_tui.check import training
+from tvis_tui.check.index import Call, Region
+from tvis_tui.check.project import FunctionRef
 from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import mentions
 
@@ -17,9 +19,9 @@ class ZeroGradBeforeStep(Rule):
     """zero_grad() runs after backward() and before the step that needed those gradients.
 
     What it does:
-        In one function, finds `optimizer.step()` whose nearest preceding `backward()` is
-        separated from it by a reset of the same optimizer's gradients
-        (`optimizer.zero_grad()`, or `model.zero_grad()` on the model it optimizes).
+        In one function, finds a reset of an optimizer's gradients (`optimizer.zero_grad()`,
+        or `model.zero_grad()` on the model it optimizes) after a `backward()` and before the
+        `optimizer.step()` (or the helper that steps) of the same iteration.
     Why is this bad:
         The step then sees zero (or None) gradients: the weights never change, or only
         weight decay and momentum move them. The loss stays flat and nothing errors.
@@ -46,39 +48,78 @@ class ZeroGradBeforeStep(Rule):
     def check(self, ctx: Context) -> Iterator[Finding]:
         backwards = [c for c in ctx.calls_named("backward", "manual_backward")
                      if ctx.is_backward(c)]
-        resets = [c for c in ctx.calls_named("zero_grad")]
-        for step in ctx.calls_named("step"):
-            if not ctx.is_optimizer_step(step):
-                continue
+        if not backwards:
+            return
+        steps = _step_events(ctx)
+        resets = ctx.calls_named("zero_grad")
+        for step, optimizer in steps:
             function = ctx.function_of(step.node)
-            before = [b for b in backwards if b.node.end_byte <= step.node.start_byte
-                      and ctx.function_of(b.node) is function]
-            if not before:
+            start = _window_start(ctx, step, function, steps)
+            first = next((b for b in backwards if start <= b.node.start_byte
+                          and b.node.end_byte <= step.node.start_byte
+                          and ctx.function_of(b.node) is function), None)
+            if first is None:
                 continue
-            last = before[-1].node.end_byte
             for reset in resets:
-                if last <= reset.node.start_byte < step.node.start_byte and \
-                        ctx.function_of(reset.node) is function and _same_grads(ctx, reset, step):
+                if first.node.end_byte <= reset.node.start_byte < step.node.start_byte and \
+                        ctx.function_of(reset.node) is function and \
+                        _same_grads(ctx, reset, optimizer):
                     yield ctx.finding(reset.node, f"`{ctx.text(reset.node)}` wipes the "
                                       "gradients of the backward() above before "
-                                      f"`{ctx.text(step.func)}()` uses them")
+                                      f"`{ctx.text(step.node)}` uses them")
                     break
 
 
-def _same_grads(ctx: Context, reset: Call, step: Call) -> bool:
-    """Whether the reset clears the gradients this step would apply."""
-    optimizer = _optimizer_of(ctx, step)
+def _step_events(ctx: Context) -> list[tuple[Call, Node | None]]:
+    """(call, optimizer expression) for each optimizer step, and for each call of a project
+    function that steps without running backward() itself (`self._optimizer_step()`)."""
+    events = []
+    for call in ctx.calls:
+        if call.method == "step" and ctx.is_optimizer_step(call):
+            events.append((call, call.args[0] if call.args else call.receiver))
+        elif call.name in ctx.project.functions:
+            for ref in ctx.project.callees(ctx.file, call):
+                optimizer = _helper_steps(ctx, ref)
+                if optimizer is not None:
+                    events.append((call, optimizer))
+    return events
+
+
+def _helper_steps(ctx: Context, ref: FunctionRef) -> Node | None:
+    """The optimizer a helper steps, when it runs exactly one step and no backward()."""
+    key = ("helper_steps", id(ref.region.node))
+    if key not in ctx.project.memo:
+        calls = ref.file.index.calls_in(ref.region.node)
+        steps = [c for c in calls
+                 if c.method == "step" and training.is_optimizer_step(ctx.project, ref.file, c)]
+        alone = len(steps) == 1 and not any(c.method in training.BACKWARD_METHODS for c in calls)
+        step = steps[0] if alone else None
+        ctx.project.memo[key] = None if step is None else (
+            step.args[0] if step.args else step.receiver)
+    return ctx.project.memo[key]
+
+
+def _window_start(ctx: Context, step: Call, function: Region,
+                  steps: list[tuple[Call, Node | None]]) -> int:
+    """Where this step's iteration begins: after the previous step in the same function,
+    and not before the body of the innermost loop around the step."""
+    start = function.start
+    loops = ctx.loops_around(step.node)
+    if loops and loops[0].body is not None:
+        start = loops[0].body.start_byte
+    for other, _ in steps:
+        if other.node.end_byte <= step.node.start_byte and \
+                ctx.function_of(other.node) is function:
+            start = max(start, other.node.end_byte)
+    return start
+
+
+def _same_grads(ctx: Context, reset: Call, optimizer: Node | None) -> bool:
+    """Whether the reset clears the gradients the step would apply."""
     reset_target = ctx.text(reset.receiver)
-    if reset_target == ctx.text(optimizer):
+    if optimizer is not None and reset_target == ctx.text(optimizer):
         return True
     if not ctx.is_model(reset.receiver):
         return False
     built = ctx.value_of(optimizer) if optimizer is not None else None
     return built is not None and built.type == "call" and mentions(built, reset_target)
-
-
-def _optimizer_of(ctx: Context, step: Call) -> Node | None:
-    """`opt` for `opt.step()`, and for `scaler.step(opt)`."""
-    if step.args:
-        return step.args[0]
-    return step.receiver
