@@ -64,7 +64,10 @@
    whole small training scripts in different styles (plain loop, functions, Lightning-ish
    class, HF-ish, GAN). `scripts/score_check.py` prints precision/recall per rule over the
    corpus AND fixtures; keep every rule >= 0.8 and the total at precision >= 0.95,
-   recall >= 0.9.
+   recall >= 0.9. It also plants bugs into clean scripts (scripts/check_mutants.py: one
+   small `Operator(rule, description, text -> mutated text or None)` per rule) for a recall
+   figure on code the rule was not written against; add an operator for your rule if a
+   regex can plant its bug.
 
 The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over raw syntax:
   ctx.calls / ctx.calls_named("step", "zero_grad") / ctx.calls_in(node) / ctx.call_at(node)
