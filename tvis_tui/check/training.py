@@ -129,6 +129,34 @@ def _holds_training_loop(project: Project, fm: FileModel, node: Node) -> bool:
                loop_trains(project, fm, inner) for inner in fm.index.loops)
 
 
+GATES = frozenset({"if_statement", "elif_clause", "else_clause", "conditional_expression",
+                   "try_statement", "except_clause", "boolean_operator", "lambda"})
+"""Syntax that makes the code inside it run only sometimes (every N steps, on error)."""
+
+
+def gated(node: Node, stop: Node) -> bool:
+    """Whether an `if`, `try`/`except`, `and`/`or` or lambda lies between `node` and `stop`."""
+    current = node.parent
+    while current is not None and current != stop:
+        if current.type in GATES:
+            return True
+        current = current.parent
+    return False
+
+
+def runs_every_step(project: Project, fm: FileModel, node: Node, depth: int = 0) -> bool:
+    """Whether `node` runs unconditionally on every training step: in a per-step loop with
+    no `if`/`try` between, or in a function called that way (from any call site)."""
+    loops = fm.index.loops_around(node)
+    if loops:
+        return is_step_loop(project, fm, loops[0]) and not gated(node, loops[0].node)
+    function = fm.index.function_of(node)
+    if function.kind != "function" or depth >= MAX_DEPTH or gated(node, function.node):
+        return False
+    return any(runs_every_step(project, cfm, call.node, depth + 1)
+               for cfm, call in project.callers(FunctionRef(fm, function)))
+
+
 @dataclass(frozen=True)
 class Repeat:
     """Why a node runs many times: `loop` in `file`, or a framework hook (loop is None)."""

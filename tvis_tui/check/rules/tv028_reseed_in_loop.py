@@ -24,9 +24,9 @@ class ReseedInLoop(Rule):
 
     What it does:
         Finds `torch.manual_seed(s)`, `np.random.seed(s)`, `random.seed(s)`,
-        `seed_everything(s)` / `set_seed(s)` inside the per-step training loop, or in the
-        loop that directly runs it (the epoch loop), when `s` does not change in that
-        loop. A loop that also builds a new optimizer (a sweep or restart) is not reported.
+        `seed_everything(s)` / `set_seed(s)` inside the per-step training loop, in the
+        loop that directly runs it (the epoch loop), or in a function called on every
+        step, when `s` does not change from one iteration to the next. A loop that also builds a new optimizer (a sweep or restart) is not reported.
     Why is this bad:
         Each iteration restarts the generators at the same state: every step draws the
         same dropout masks and noise, and every epoch shuffles the data in the same order
@@ -43,9 +43,9 @@ class ReseedInLoop(Rule):
             for x, y in loader:
                 train_step(x, y)
     Known limits:
-        A seed that depends on the loop (`seed + epoch`) is not reported. Seeding inside
-        functions called from the loop, and `torch.Generator().manual_seed()` (often a
-        deliberate fixed generator) are not reported.
+        A seed that depends on the loop (`seed + epoch`) or on a parameter of the called
+        function is not reported, nor is `torch.Generator().manual_seed()` (often a
+        deliberate fixed generator).
     """
 
     id = "TV028"
@@ -59,9 +59,13 @@ class ReseedInLoop(Rule):
             if not _is_seeding(ctx, call) or call.has_splat:
                 continue
             loops = ctx.loops_around(call.node)
-            if not loops or not _runs_steps(ctx, loops[0]):
-                continue
-            if _invariant(ctx, call.node, loops[0]) and not _restarts(ctx, loops[0]):
+            if loops:
+                fires = _runs_steps(ctx, loops[0]) and \
+                    _invariant(ctx, call.node, loops[0].node) and not _restarts(ctx, loops[0])
+            else:
+                fires = training.runs_every_step(ctx.project, ctx.file, call.node) and \
+                    _invariant(ctx, call.node, ctx.function_of(call.node).node)
+            if fires:
                 yield ctx.finding(call.node, f"`{ctx.text(call.node)}` resets the generator "
                                   "to the same state on every iteration of the training loop")
 
@@ -96,10 +100,14 @@ def _nested_training_loops(project: Project, fm: FileModel, node: Node) -> bool:
                not training.is_step_loop(project, fm, loop) for loop in fm.index.loops)
 
 
-def _invariant(ctx: Context, node: Node, loop: Region) -> bool:
+def _invariant(ctx: Context, node: Node, scope: Node) -> bool:
+    """No name in `node` is a parameter or is assigned inside `scope` (the loop, or the
+    function called once per step)."""
     for name in identifiers(node):
+        if ctx.symbols.is_parameter(name) and ctx.function_of(name).node == scope:
+            return False
         for target, _ in ctx.symbols.bindings_of(name) or ():
-            if loop.contains(target):
+            if scope.start_byte <= target.start_byte < scope.end_byte:
                 return False
     return True
 

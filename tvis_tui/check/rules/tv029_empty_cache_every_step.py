@@ -4,26 +4,22 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tree_sitter import Node
-
 from tvis_tui.check import training
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
-from tvis_tui.check.index import Region
 from tvis_tui.check.rule import Rule
 
 HOUSEKEEPING = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache",
                           "gc.collect"})
-GATES = frozenset({"if_statement", "elif_clause", "else_clause", "conditional_expression",
-                   "try_statement", "except_clause", "boolean_operator"})
 
 
 class EmptyCacheEveryStep(Rule):
     """The allocator cache is flushed (or the garbage collector run) on every step.
 
     What it does:
-        Finds `torch.cuda.empty_cache()` or `gc.collect()` called unconditionally in the
-        per-step training loop (a loop that trains and holds no other training loop).
+        Finds `torch.cuda.empty_cache()` or `gc.collect()` that runs unconditionally on
+        every step of the per-step training loop (a loop that trains and holds no other
+        training loop), directly or in a function the loop calls.
     Why is this bad:
         `empty_cache()` synchronises the device and hands every cached block back to the
         driver, so the next step must `cudaMalloc` all of its memory again: steps get
@@ -40,7 +36,7 @@ class EmptyCacheEveryStep(Rule):
         torch.cuda.empty_cache()  # once, e.g. before evaluation, if at all
     Known limits:
         Calls under an `if` (every N steps, after an out-of-memory error) or in an
-        `except` block are not reported, nor are calls in functions called from the loop.
+        `except` block, at the call or at any call site on the way, are not reported.
     """
 
     id = "TV029"
@@ -53,17 +49,6 @@ class EmptyCacheEveryStep(Rule):
         for call in ctx.calls_named("empty_cache", "collect"):
             if ctx.qualname(call.func) not in HOUSEKEEPING:
                 continue
-            loops = ctx.loops_around(call.node)
-            if loops and training.is_step_loop(ctx.project, ctx.file, loops[0]) and \
-                    not _gated(call.node, loops[0]):
+            if training.runs_every_step(ctx.project, ctx.file, call.node):
                 yield ctx.finding(call.node, f"`{ctx.text(call.node)}` runs on every "
                                   "training step")
-
-
-def _gated(node: Node, loop: Region) -> bool:
-    current = node.parent
-    while current is not None and current != loop.node:
-        if current.type in GATES:
-            return True
-        current = current.parent
-    return False
