@@ -93,14 +93,29 @@ def _restores_train(project: Project, fm: FileModel, node: Node) -> bool:
 
 
 def _is_optimised(project: Project, fm: FileModel, receiver: Node | None) -> bool:
-    """Whether an optimizer in the checked files is built over `receiver.parameters()` (the
-    same name, or the argument passed for it when it is a parameter)."""
+    """Whether an optimizer in the checked files is built over `receiver.parameters()`:
+    the same name, or what the name was made from (`self.model = model.to(device)`), or
+    the argument passed for it when it is a parameter."""
     names = _optimised_names(project)
-    receiver = unwrap(receiver)
-    if receiver is None:
-        return False
-    return text(receiver) in names or any(
-        text(unwrap(arg)) in names for _, arg in _arguments_for_name(project, fm, receiver))
+    return any(alias in names for alias in _aliases(project, fm, receiver, 0))
+
+
+def _aliases(project: Project, fm: FileModel, node: Node | None, depth: int) -> set[str]:
+    node = unwrap(node)
+    if node is None or depth > 4:
+        return set()
+    if node.type == "call":
+        call = fm.index.call_at(node)
+        if call is None or call.method not in kinds.SELF_RETURNING_METHODS:
+            return set()
+        return _aliases(project, fm, call.receiver, depth + 1)
+    found = {text(node)}
+    value = fm.symbols.value_of(node) if node.type in ("identifier", "attribute") else None
+    if value is not None:
+        found |= _aliases(project, fm, value, depth + 1)
+    for cfm, arg in _arguments_for_name(project, fm, node):
+        found |= _aliases(project, cfm, arg, depth + 1)
+    return found
 
 
 def _optimised_names(project: Project) -> set[str]:

@@ -66,7 +66,7 @@ class HostSyncInStep(Rule):
             if step is None:
                 continue
             inner = _repeat_inside(sync, step)
-            if inner is not None and not _guarded(inner, step):
+            if inner is not None and not training.gated(inner, step.node):
                 yield ctx.finding(sync, f"`{ctx.text(sync)}` syncs with the GPU once per "
                                   "element of a loop inside every training step")
 
@@ -108,14 +108,3 @@ def _repeat_inside(node: Node, step: Region) -> Node | None:
             found = current
         current = current.parent
     return found
-
-
-def _guarded(node: Node, loop: Region) -> bool:
-    """Whether an `if` (or a conditional expression) between `node` and `loop` gates it."""
-    current = node.parent
-    while current is not None and current != loop.node:
-        if current.type in ("if_statement", "conditional_expression", "elif_clause",
-                            "else_clause", "lambda", "function_definition"):
-            return True
-        current = current.parent
-    return False
