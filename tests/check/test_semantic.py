@@ -172,3 +172,14 @@ def test_types_of_unpacked_tuples():
     assert ctx.is_dataloader(call(ctx, "train_loader.x()").receiver)
     assert ctx.type_of(call(ctx, "n.x()").receiver) is None
     assert ctx.is_optimizer(call(ctx, "opt.x()").receiver)
+
+
+def test_recursive_factories_end():
+    (ctx,) = contexts("""
+        def build():
+            x, y = build()
+            return x, y
+        m, n = build()
+        m.foo()
+    """)
+    assert ctx.type_of(call(ctx, "m.foo()").receiver) is None

@@ -81,6 +81,7 @@ class Project:
         self.memo: dict = {}
         """Answers of the analyses in training.py, keyed by (question, node id)."""
         self._callers: dict[int, list[tuple[FileModel, Call]]] | None = None
+        self._building = False
         self._subclass: dict[tuple[int, frozenset], bool] = {}
 
     # -- classes and types -----------------------------------------------------------------
@@ -165,6 +166,8 @@ class Project:
         """The type of element `position` of a tuple: written out, or returned by a project
         function (`train_loader, val_loader = build_loaders()`)."""
         value = unwrap(value)
+        if value is None or depth > MAX_DEPTH:
+            return None
         if value.type in ("tuple", "expression_list"):
             items = value.named_children
             if position < len(items) and not any(i.type == "list_splat" for i in items):
@@ -205,6 +208,8 @@ class Project:
             if annotation is not None:
                 return fm.symbols.qualname(annotation.named_children[0]
                                            if annotation.named_children else annotation)
+            if self._building:
+                return None
             found = [self.type_of(cfm, arg, depth + 1)
                      for cfm, arg in self.arguments_for(FunctionRef(fm, function), position, pname)]
             if default is not None:
@@ -289,12 +294,19 @@ class Project:
     def callers(self, ref: FunctionRef) -> list[tuple[FileModel, Call]]:
         """Every call in the checked files that resolves to `ref`."""
         if self._callers is None:
-            self._callers = {}
-            for fm in self.files:
-                for call in fm.index.calls:
-                    if call.name in self.functions or call.name in self.classes:
-                        for target in self.callees(fm, call):
-                            self._callers.setdefault(id(target.region.node), []).append((fm, call))
+            # While the map is built, parameter types answer from annotations only: following
+            # call sites here would re-enter this half-built map and recurse without bound.
+            self._callers, self._building = {}, True
+            try:
+                for fm in self.files:
+                    for call in fm.index.calls:
+                        if call.name in self.functions or call.name in self.classes:
+                            for target in self.callees(fm, call):
+                                self._callers.setdefault(id(target.region.node), []).append(
+                                    (fm, call))
+            finally:
+                self._building = False
+                self.memo = {k: v for k, v in self.memo.items() if k[0] != "type_of"}
         return self._callers.get(id(ref.region.node), [])
 
     def arguments_for(self, ref: FunctionRef, position: int,
