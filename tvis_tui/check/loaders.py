@@ -91,13 +91,12 @@ def _constructors(project: Project, fm: FileModel, node: Node | None,
     return []
 
 
-def is_distributed(project: Project) -> bool:
-    """Whether the checked code runs data-parallel: it wraps a model in
-    DistributedDataParallel, calls `init_process_group`, or reads torchrun's variables."""
-    key = ("is_distributed", id(project))
-    if key not in project.memo:
-        project.memo[key] = any(_file_is_distributed(fm) for fm in project.files)
-    return project.memo[key]
+def is_distributed(project: Project, use: LoaderUse) -> bool:
+    """Whether the code around a loader runs data-parallel: the loader's file, its training
+    loop's file, or a checked file either imports wraps a model in DistributedDataParallel /
+    FSDP, calls `init_process_group`, or reads torchrun's variables."""
+    return any(_memo(project, "distributed", fm, _file_is_distributed)
+               for fm in _related(project, use))
 
 
 def _file_is_distributed(fm: FileModel) -> bool:
@@ -109,15 +108,33 @@ def _file_is_distributed(fm: FileModel) -> bool:
                for call in fm.index.calls_by_name.get(name, []))
 
 
-def uses_cuda(project: Project) -> bool:
-    """Whether the checked code moves work to a CUDA device (`.cuda()`, `torch.device("cuda")`,
-    `.to("cuda")`)."""
-    key = ("uses_cuda", id(project))
+def uses_cuda(project: Project, use: LoaderUse) -> bool:
+    """Whether the code around a loader (as in `is_distributed`) moves work to a CUDA
+    device (`.cuda()`, `torch.device("cuda")`, `.to("cuda")`)."""
+    return any(_memo(project, "cuda", fm, _file_uses_cuda) for fm in _related(project, use))
+
+
+def _file_uses_cuda(fm: FileModel) -> bool:
+    return b'"cuda' in fm.source.text or b"'cuda" in fm.source.text or \
+        bool(fm.index.calls_by_name.get("cuda"))
+
+
+def _memo(project: Project, question: str, fm: FileModel, answer) -> bool:
+    key = (question, id(fm))
     if key not in project.memo:
-        project.memo[key] = any(b'"cuda' in fm.source.text or b"'cuda" in fm.source.text
-                                or fm.index.calls_by_name.get("cuda")
-                                for fm in project.files)
+        project.memo[key] = answer(fm)
     return project.memo[key]
+
+
+def _related(project: Project, use: LoaderUse) -> list[FileModel]:
+    """The loader's file, its loop's file, and the checked files those two import."""
+    found = [use.file, use.loop_file]
+    for fm in (use.file, use.loop_file):
+        modules = {qual.rsplit(".", n)[0] for qual in fm.symbols.imports.values()
+                   for n in range(qual.count(".") + 1)}
+        found += [other for other in project.files
+                  if other not in found and any(other.provides(m) for m in modules)]
+    return found
 
 
 def is_prepared(project: Project, fm: FileModel, call: Call) -> bool:

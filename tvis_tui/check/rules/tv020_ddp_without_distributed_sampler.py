@@ -55,10 +55,10 @@ class DdpWithoutDistributedSampler(Rule):
     fix = "pass sampler=DistributedSampler(dataset) (and drop shuffle=True)"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        if not loaders.is_distributed(ctx.project):
-            return
         for use in loaders.training_loaders(ctx.project, ctx.file):
             call = use.call
+            if not loaders.is_distributed(ctx.project, use):
+                continue
             if call.has_splat or len(call.args) > 3 or any(unwrap(call.kwargs.get(option)) is not None and
                                      ctx.text(call.kwargs[option]) != "None"
                                      for option in SAMPLER_OPTIONS):

@@ -48,10 +48,10 @@ class UnshuffledTrainingLoader(Rule):
     fix = "pass shuffle=True (or a sampler) to the training DataLoader"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        if loaders.is_distributed(ctx.project):
-            return
         for use in loaders.training_loaders(ctx.project, ctx.file):
             call = use.call
+            if loaders.is_distributed(ctx.project, use):
+                continue
             if call.has_splat or len(call.args) > 2 or \
                     any(option in call.kwargs for option in ORDERING_OPTIONS):
                 continue

@@ -48,10 +48,10 @@ class LoaderWithoutWorkers(Rule):
     fix = "pass num_workers=N (a few per GPU) and pin_memory=True"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        if not loaders.uses_cuda(ctx.project):
-            return
         for use in loaders.training_loaders(ctx.project, ctx.file):
             call = use.call
+            if not loaders.uses_cuda(ctx.project, use):
+                continue
             if call.has_splat or len(call.args) > 5 or _in_memory(ctx, call):
                 continue
             missing = []
