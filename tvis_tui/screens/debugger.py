@@ -6,6 +6,8 @@ a worker that reads the call from the store and posts `CallLoaded`, which every 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -181,7 +183,7 @@ class DebuggerScreen(SteppingActions, Screen):
         self.find(lambda: self.stepper.search(text, seq, forward=forward), f"call matching {text!r}")
 
     @work(thread=True, exclusive=True, group="find")
-    def find(self, search, what: str) -> None:
+    def find(self, search: Callable[[], int | None], what: str) -> None:
         self.post_message(JumpFound(search(), what))
 
     def on_jump_found(self, message: JumpFound) -> None:

@@ -9,6 +9,8 @@ screen's `seq`; the panes follow from there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.binding import Binding
 
 from tvis_tui.screens.prompt import PromptScreen
@@ -58,12 +60,10 @@ class SteppingActions:
     seq: int
     stepper: Stepper
     search_text: str = ""
-
-    def move(self, target: int | None, what: str) -> None:  # provided by the screen
-        raise NotImplementedError
-
-    def jump(self, target: int | None, what: str) -> None:  # provided by the screen
-        raise NotImplementedError
+    move: Callable[[int | None, str], None]
+    """Go to a call (or say that there is `what` no further that way)."""
+    jump: Callable[[int | None, str], None]
+    """`move`, remembering where we were for back/forward."""
 
     def action_into(self) -> None:
         self.move(self.stepper.next(self.seq), "later call")
