@@ -9,6 +9,8 @@ from tree_sitter import Node
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call, Region
+from tvis_tui.check.project import FunctionRef
+from tvis_tui.check.symbols import parameters
 from tvis_tui.check.rule import Rule
 from tvis_tui.check.training import trains_directly
 
@@ -38,7 +40,8 @@ class EvalWithoutNoGrad(Rule):
             for x, y in val_loader:
                 correct += (model(x).argmax(1) == y).sum().item()
     Known limits:
-        Needs the `model.eval()` call and the loop in the same function. Loops that
+        Needs the `model.eval()` call and the loop in the same function; the forward pass
+        may be in a helper the loop hands the model to. Loops that
         compute gradients on purpose (adversarial examples, saliency) run backward() and
         are not reported. A model frozen with `requires_grad_(False)` is not reported.
     """
@@ -82,11 +85,35 @@ def _loops_after(ctx: Context, switch: Call, function: Region) -> list[Node]:
 
 
 def _model_call(ctx: Context, loop: Node, model: str) -> Call | None:
+    """The call in `loop` that runs `model` forward: directly, or a checked-file helper that
+    is handed the model and calls it (`compute_metrics(model, batch)`)."""
     for call in ctx.calls_in(loop):
-        if ctx.text(call.func) == model or (call.method == "forward"
-                                             and ctx.text(call.receiver) == model):
+        if _runs(ctx, call, model):
             return call
+    for call in ctx.calls_in(loop):
+        if call.name in ctx.project.functions and any(
+                ctx.text(arg) == model for arg in [*call.args, *call.kwargs.values()]):
+            if any(_helper_runs_argument(ctx, call, ref, model)
+                   for ref in ctx.project.callees(ctx.file, call)):
+                return call
     return None
+
+
+def _runs(ctx: Context, call: Call, model: str) -> bool:
+    return ctx.text(call.func) == model or (call.method == "forward"
+                                             and ctx.text(call.receiver) == model)
+
+
+def _helper_runs_argument(ctx: Context, call: Call, ref: FunctionRef, model: str) -> bool:
+    """Whether the helper calls the parameter that receives `model` at this call site."""
+    names = [name for name, _, _ in parameters(ref.region)]
+    offset = 1 if ref.is_method else 0
+    received = {names[i + offset] for i, arg in enumerate(call.args)
+                if ctx.text(arg) == model and i + offset < len(names)}
+    received |= {key for key, arg in call.kwargs.items() if ctx.text(arg) == model}
+    inner = Context(ctx.project, ref.file, ctx.rule)
+    return any(_runs(inner, c, name) and not inner.grad_disabled(c.node)
+               for c in ref.file.index.calls_in(ref.region.node) for name in received)
 
 
 def _grad_turned_off(ctx: Context, function: Region, model: str, loop: Node) -> bool:
