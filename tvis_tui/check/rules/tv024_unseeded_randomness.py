@@ -22,12 +22,13 @@ class UnseededRandomness(Rule):
     """The script uses random numbers but never seeds them: no two runs are alike.
 
     What it does:
-        In checked code that trains (a loop runs backward() or an optimizer step), finds
-        the first source of randomness in each file (`DataLoader(shuffle=True)`,
-        `random_split`, `random.*`, `np.random.*`, torchvision `Random*` transforms)
-        when no seed is set anywhere: no call whose
-        name contains `seed` (`torch.manual_seed`, `np.random.seed`, `random.seed`,
-        `seed_everything`, `set_seed`, `Generator().manual_seed`) and no `seed=` option.
+        In a file that trains (a loop runs backward() or an optimizer step) or that a
+        training file imports, finds the first source of randomness
+        (`DataLoader(shuffle=True)`, `random_split`, `random.*`, `np.random.*`,
+        torchvision `Random*` transforms) when no seed is set anywhere in the checked
+        files: no call whose name contains `seed` (`torch.manual_seed`, `random.seed`,
+        `np.random.seed`, `seed_everything`, `set_seed`, `Generator().manual_seed`) and
+        no `seed=` option.
     Why is this bad:
         Without a seed every run shuffles, initialises and augments differently, so a
         change cannot be told apart from noise, a diverging run cannot be replayed, and a
@@ -57,7 +58,7 @@ class UnseededRandomness(Rule):
           "np.random.seed(s)"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        if _seeded(ctx.project) or not _trains(ctx.project):
+        if _seeded(ctx.project) or not _in_training_code(ctx.project, ctx.file):
             return
         for call in ctx.calls:
             source = _random_source(ctx, call)
@@ -67,11 +68,22 @@ class UnseededRandomness(Rule):
                 return
 
 
-def _trains(project: Project) -> bool:
-    key = ("trains", id(project))
+def _trains(project: Project, fm: FileModel) -> bool:
+    key = ("trains", id(fm))
     if key not in project.memo:
-        project.memo[key] = any(training_loops(project, fm) for fm in project.files)
+        project.memo[key] = bool(training_loops(project, fm))
     return project.memo[key]
+
+
+def _in_training_code(project: Project, fm: FileModel) -> bool:
+    """The file runs a training loop, or a checked file that does imports it (a dataset
+    module with random augmentation); a stand-alone data-preparation script does not."""
+    if _trains(project, fm):
+        return True
+    return any(_trains(project, other) and any(fm.provides(qual.rsplit(".", n)[0])
+                                              for qual in other.symbols.imports.values()
+                                              for n in range(qual.count(".") + 1))
+               for other in project.files if other is not fm)
 
 
 def _seeded(project: Project) -> bool:
