@@ -21,13 +21,17 @@ TENSOR_FACTORIES = frozenset({
 })
 
 
+TENSOR_TYPES = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.LongTensor"})
+
+
 class DiscardedTo(Rule):
     """A tensor's `.to()` / `.cuda()` result is discarded: tensors are not moved in place.
 
     What it does:
         Finds a statement that is only `x.to(...)`, `x.cuda()`, `x.half()`, ... where `x`
         is provably a tensor: made by a torch factory (`torch.randn`, `torch.tensor`, ...),
-        a batch unpacked from a DataLoader, or a model's output.
+        a batch unpacked from a DataLoader, a model's output, or a parameter annotated
+        `torch.Tensor`.
     Why is this bad:
         Unlike `nn.Module.to()`, `Tensor.to()` returns a new tensor and leaves the original
         where it was. The data stays on the CPU (or in the old dtype), so the script either
@@ -81,8 +85,8 @@ def _is_tensor(ctx: Context, node: Node | None, at: Node, depth: int = 0,
     if node.type != "identifier":
         return False
     latest = ctx.latest_binding(node, at)
-    if latest is None:
-        return False
+    if latest is None:  # a parameter annotated `x: torch.Tensor`
+        return not element and ctx.type_of(node) in TENSOR_TYPES
     target, value = latest
     if value is not None:
         return _is_tensor(ctx, value, target, depth + 1, element)
