@@ -12,7 +12,7 @@ from tree_sitter import Node
 
 from tvis_tui.check.index import Call
 from tvis_tui.check.project import FunctionRef
-from tvis_tui.check.syntax import text, unwrap
+from tvis_tui.check.syntax import unwrap
 
 if TYPE_CHECKING:
     from tvis_tui.check.context import Context
@@ -110,12 +110,3 @@ def loss_inputs(ctx: "Context", losses: frozenset[str]) -> list[tuple[Call, Node
         if prediction is not None:
             found.append((call, prediction))
     return found
-
-
-def describe(kind: str) -> str:
-    return {SOFTMAX: "softmax probabilities", LOG_SOFTMAX: "log-softmax output",
-            SIGMOID: "sigmoid probabilities", LOGITS: "raw logits"}[kind]
-
-
-def first_line(node: Node) -> str:
-    return text(node).split("\n", 1)[0]

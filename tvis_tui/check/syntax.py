@@ -70,10 +70,6 @@ def enclosing(node: Node, *types: str, stop: tuple[str, ...] = ()) -> Node | Non
     return None
 
 
-def first_line(node: Node) -> str:
-    return text(node).split("\n", 1)[0]
-
-
 def returns_of(function: Node) -> list[Node]:
     """Return statements of a function definition, not of functions nested in it."""
     found: list[Node] = []

@@ -102,11 +102,6 @@ def resets_directly(project: Project, fm: FileModel, node: Node) -> bool:
     return bool(grad_resets(fm, node))
 
 
-def function_trains(project: Project, ref: FunctionRef) -> bool:
-    """Whether running `ref` calls backward() or optimizer.step(), directly or via callees."""
-    return _function_reaches(project, ref, trains_directly, 0)
-
-
 def loop_trains(project: Project, fm: FileModel, loop: Region) -> bool:
     """Whether a loop's body runs backward() or an optimizer step (through calls too)."""
     body = loop.body
