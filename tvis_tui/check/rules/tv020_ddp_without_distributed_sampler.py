@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from tvis_tui.check import loaders
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.index import Call
 from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import unwrap
 
 SAMPLER_OPTIONS = ("sampler", "batch_sampler")
+RANK_WORDS = re.compile(r"rank|world_size|num_replicas|shard", re.IGNORECASE)
 
 
 class DdpWithoutDistributedSampler(Rule):
@@ -44,7 +47,8 @@ class DdpWithoutDistributedSampler(Rule):
         Any `sampler=` / `batch_sampler=` counts as handled (a sampler passed by variable
         is trusted), and so do options passed through `**kwargs`. Loaders handed to
         Accelerate's `prepare()` or Fabric's `setup_dataloaders()` (which shard for you),
-        and iterable datasets (which shard themselves) are not reported. Evaluation
+        iterable datasets (which shard themselves) and datasets built from the rank
+        (`Shard(files, rank)`, sharded by hand) are not reported. Evaluation
         loaders are not reported.
     """
 
@@ -64,7 +68,18 @@ class DdpWithoutDistributedSampler(Rule):
                                      for option in SAMPLER_OPTIONS):
                 continue
             if loaders.is_prepared(ctx.project, ctx.file, call) or \
-                    loaders.dataset_is_iterable(ctx.project, ctx.file, call):
+                    loaders.dataset_is_iterable(ctx.project, ctx.file, call) or \
+                    _sharded_by_hand(ctx, call):
                 continue
             yield ctx.finding(call.node, "every rank iterates the whole dataset: this "
                               "training DataLoader has no DistributedSampler")
+
+
+def _sharded_by_hand(ctx: Context, call: Call) -> bool:
+    """The dataset is built from the rank (`Shard(files, rank, world_size)`,
+    `data[rank::world]`): each process already reads its own part."""
+    dataset = call.arg(0, "dataset")
+    for expression in (dataset, ctx.resolve(dataset)):
+        if expression is not None and RANK_WORDS.search(ctx.text(expression)):
+            return True
+    return False

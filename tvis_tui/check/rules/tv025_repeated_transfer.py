@@ -6,11 +6,12 @@ from typing import Iterator
 
 from tree_sitter import Node
 
+from tvis_tui.check import kinds
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call, Region
 from tvis_tui.check.rule import Rule
-from tvis_tui.check.syntax import identifiers, unwrap
+from tvis_tui.check.syntax import identifiers, mentions, unwrap
 
 HOST_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor",
                           "torch.FloatTensor", "torch.LongTensor", "torch.ones", "torch.zeros",
@@ -45,7 +46,8 @@ class RepeatedTransfer(Rule):
         tensors built inline from literals or unchanged names, are followed; attributes
         (`self.weights.to(...)`) and transfers in functions called from the loop are not
         reported. `.to(dtype)` without a device is not a transfer and is not reported;
-        a tensor changed in place in the loop (`w.mul_()`, `w[i] = v`) is not invariant.
+        a tensor changed in place in the loop (`w.mul_()`, `w[i] = v`) or trained by an
+        optimizer is not invariant.
     """
 
     id = "TV025"
@@ -98,7 +100,18 @@ def _invariant_host_tensor(ctx: Context, receiver: Node | None, loop: Region) ->
     value = unwrap(latest[1]) if latest is not None else unwrap(ctx.value_of(receiver))
     made = ctx.call_at(value)
     return made is not None and ctx.qualname(made.func) in HOST_TENSORS and \
-        "device" not in made.kwargs and not made.has_splat
+        "device" not in made.kwargs and "requires_grad" not in made.kwargs and \
+        not made.has_splat and not _trained(ctx, receiver)
+
+
+def _trained(ctx: Context, name: Node) -> bool:
+    """`name` is handed to an optimizer or made trainable: its value changes every step."""
+    raw = ctx.text(name)
+    for call in ctx.calls_named("requires_grad_"):
+        if ctx.text(call.receiver) == raw:
+            return True
+    return any(kinds.is_optimizer_class(ctx.qualname(call.func) or "") and
+               mentions(call.node, raw) for call in ctx.calls if call.args)
 
 
 def _invariant(ctx: Context, node: Node, loop: Region) -> bool:
