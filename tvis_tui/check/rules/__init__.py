@@ -80,9 +80,11 @@ The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over 
                           the path: pkg/models.py -> pkg.models), as an import of it would give
   ctx.value_of(node)      the one expression assigned to a name / `self.x` (None if assigned
                           0 or 2+ times, or a parameter); ctx.resolve(node) follows chains
-  ctx.type_of(node)       qualified class of a value: constructor calls, names assigned once,
-                          `.to()/.cuda()` chains, parameter annotations, and arguments passed
-                          at every call site of the function (across files)
+  ctx.type_of(node)       qualified class of a value: constructor calls, names assigned once
+                          (re-binding `m = m.to(d)` ignored), `.to()/.cuda()` chains,
+                          factory functions' returns, tuple unpacking (`a, b = build()`),
+                          parameter annotations, and arguments passed at every call site
+                          of the function (across files)
   ctx.is_optimizer(node) / ctx.is_model(node) / ctx.loss_class(node) / ctx.is_dataloader(node)
   ctx.is_backward(call) / ctx.is_optimizer_step(call) / ctx.is_zero_grad(call)
   ctx.grad_resets(node)   zero_grad calls and `p.grad = None` inside node
