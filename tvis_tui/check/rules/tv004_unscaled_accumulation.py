@@ -150,4 +150,13 @@ def _raw_loss(ctx: Context, expr: Node | None, at: Node, depth: int = 0) -> bool
         return _raw_loss(ctx, call.receiver, at, depth + 1)
     if call is not None and call.method == "scale" and len(call.args) == 1:  # GradScaler
         return _raw_loss(ctx, call.args[0], at, depth + 1)
-    return False
+    return call is not None and _helper_returns_raw(ctx, call, depth)
+
+
+def _helper_returns_raw(ctx: Context, call: Call, depth: int) -> bool:
+    """`loss = compute_loss(model, batch)`: every return of the helper is a raw loss."""
+    returned = [(ref, value) for ref in ctx.project.callees(ctx.file, call)
+                for value in ctx.project.returned(ref)]
+    return bool(returned) and all(
+        _raw_loss(Context(ctx.project, ref.file, ctx.rule), value, value, depth + 1)
+        for ref, value in returned)
