@@ -105,8 +105,8 @@ def _new_module(ctx: Context, value: Node, name: str) -> bool:
     if qual in NEW_OBJECT_CALLS:
         return True
     if qual in kinds.MODEL_WRAPPERS or qual == "torch.compile" or \
-            any(mentions(arg, name) for arg in call.args):
-        return False
+            any(dotted(unwrap(arg)) == name for arg in call.args):
+        return False  # the old module itself, wrapped: its parameters stay
     return ctx.is_model(value)
 
 
