@@ -75,7 +75,7 @@ def _module_output(ctx: "Context", module: Node, depth: int) -> str | None:
         built = ctx.resolve(module)
         layers = ctx.call_at(built).args if ctx.call_at(built) is not None else []
         return _layer_kind(ctx, layers[-1]) if layers else None
-    cls = ctx.project.project_class(module_type)
+    cls = ctx.project.project_class(module_type, ctx.file)
     if cls is None:
         return None
     return _forward_output(ctx, cls, depth)

@@ -32,6 +32,7 @@ class FileModel:
         self.index = FileIndex(source)
         self.module = module_name(source.path)
         self.symbols = Symbols(self.index, self.module)
+        self.package = self.module.rpartition(".")[0]
 
     def provides(self, module: str) -> bool:
         """Whether `import module` may mean this file: `models` or `pkg.models` for
@@ -95,7 +96,10 @@ class Project:
         found = [(fm, region) for fm, region in self.classes.get(name, ())
                  if module and fm.provides(module)]
         exact = [pair for pair in found if pair[0].module == module or pair[0] is near]
-        return (exact or found or [None])[0]
+        # `from models import Net` with several models.py checked: the one beside the importer
+        beside = [pair for pair in found
+                  if near is not None and pair[0].package == near.package]
+        return (exact or beside or found or [None])[0]
 
     def class_inherits(self, fm: FileModel, region: Region, bases: frozenset[str],
                        depth: int = 0) -> bool:
@@ -111,7 +115,7 @@ class Project:
             if qual in bases:
                 result = True
                 break
-            parent = self.project_class(qual)
+            parent = self.project_class(qual, fm)
             if parent is not None and self.class_inherits(*parent, bases, depth + 1):
                 result = True
                 break
@@ -223,7 +227,7 @@ class Project:
             return False
         if kinds.is_optimizer_class(qual) or qual in kinds.OPTIMIZER_BASES:
             return True  # a constructor call, or an annotation with the base class
-        cls = self.project_class(qual)
+        cls = self.project_class(qual, fm)
         return cls is not None and self.class_inherits(*cls, kinds.OPTIMIZER_BASES)
 
     def is_model(self, fm: FileModel, node: Node | None) -> bool:
@@ -233,7 +237,7 @@ class Project:
         if qual in kinds.MODULE_BASES or kinds.is_torch_module_class(qual) or \
                 kinds.is_model_factory(qual):
             return True
-        cls = self.project_class(qual)
+        cls = self.project_class(qual, fm)
         return cls is not None and self.class_inherits(*cls, kinds.MODULE_BASES)
 
     def loss_class(self, fm: FileModel, node: Node | None) -> str | None:
@@ -256,21 +260,23 @@ class Project:
         if call.method is None or call.receiver is None:
             return []
         receiver_type = self.type_of(fm, call.receiver)
-        cls = self.project_class(receiver_type)
+        cls = self.project_class(receiver_type, fm)
         if cls is None:
             return []
         return self._methods(cls[0], cls[1], call.method)
 
     def _resolve_name(self, fm: FileModel, name: str) -> list[FunctionRef]:
         qual = fm.symbols.qualname_of_name(name)
-        cls = self.project_class(qual)
+        cls = self.project_class(qual, fm)
         if cls is not None:
             return self._methods(cls[0], cls[1], "__init__")
         module = qual.rpartition(".")[0] if qual and "." in qual else None
         if module is None or module == fm.module:
             return list(self._by_owner.get((id(fm), name), ()))
-        return [ref for ref in self.functions.get(name, ())
-                if not ref.is_method and ref.file.provides(module)]
+        found = [ref for ref in self.functions.get(name, ())
+                 if not ref.is_method and ref.file.provides(module)]
+        beside = [ref for ref in found if ref.file.package == fm.package]
+        return beside or found
 
     def _methods(self, fm: FileModel, cls: Region, name: str, depth: int = 0) -> list[FunctionRef]:
         found = list(self._by_owner.get((id(cls), name), ()))
@@ -278,7 +284,7 @@ class Project:
             return found
         supers = cls.node.child_by_field_name("superclasses")
         for base in supers.named_children if supers is not None else ():
-            parent = self.project_class(fm.symbols.qualname(base))
+            parent = self.project_class(fm.symbols.qualname(base), fm)
             if parent is not None:
                 found += self._methods(parent[0], parent[1], name, depth + 1)
         return found
