@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from tree_sitter import Node
+
 from tvis_tui.check import loaders
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
@@ -13,6 +15,7 @@ from tvis_tui.check.rule import Rule
 IN_MEMORY = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 """Datasets whose items are already tensors in RAM: worker processes would only add IPC."""
 IN_MEMORY_LITERALS = frozenset({"list", "list_comprehension", "tuple"})
+WRAPPERS = frozenset({"torch.utils.data.Subset", "torch.utils.data.dataset.Subset"})
 
 
 class LoaderWithoutWorkers(Rule):
@@ -67,9 +70,19 @@ class LoaderWithoutWorkers(Rule):
 
 
 def _in_memory(ctx: Context, call: Call) -> bool:
-    """A TensorDataset or a Python list of samples: loading is a memory read."""
-    dataset = call.arg(0, "dataset")
-    if dataset is None or ctx.type_of(dataset) in IN_MEMORY:
+    """A TensorDataset or a Python list of samples (or a Subset of one): loading is a
+    memory read."""
+    return _in_memory_dataset(ctx, call.arg(0, "dataset"), 0)
+
+
+def _in_memory_dataset(ctx: Context, dataset: Node | None, depth: int) -> bool:
+    if dataset is None or depth > 3:
+        return True
+    kind = ctx.type_of(dataset)
+    if kind in IN_MEMORY:
         return True
     value = ctx.resolve(dataset)
+    if kind in WRAPPERS and value is not None and value.type == "call":
+        inner = ctx.call_at(value)
+        return inner is not None and _in_memory_dataset(ctx, inner.arg(0, "dataset"), depth + 1)
     return value is not None and value.type in IN_MEMORY_LITERALS
