@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tvis_tui.check import loaders
+from tvis_tui.check import kinds, loaders
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call
@@ -111,7 +111,7 @@ def _random_source(ctx: Context, call: Call) -> str | None:
     if qual is None:
         return None
     module, _, name = qual.rpartition(".")
-    if qual in loaders.kinds.DATALOADERS:
+    if qual in kinds.DATALOADERS:
         shuffle = call.kwargs.get("shuffle")
         return "`DataLoader(shuffle=True)`" if shuffle is not None and \
             loaders.literal(ctx.file, shuffle) == "True" else None
