@@ -46,7 +46,8 @@ class SchedulerBeforeOptimizerStep(Rule):
     Known limits:
         A scheduler step under an `if` (`if epoch > 0: scheduler.step()`) is not reported:
         the guard usually makes it follow an earlier iteration's optimizer step.
-        `ReduceLROnPlateau` is not reported. Schedulers whose type or optimizer cannot be
+        `ReduceLROnPlateau` is not reported, nor is the old `scheduler.step(epoch)`, which
+        sets the rate for the epoch it is given. Schedulers whose type or optimizer cannot be
         proven from the code are skipped.
     """
 
@@ -58,8 +59,8 @@ class SchedulerBeforeOptimizerStep(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for step, qual in schedulers.scheduler_steps(ctx):
-            if qual in METRIC_SCHEDULERS:
-                continue
+            if qual in METRIC_SCHEDULERS or step.args or step.kwargs:
+                continue  # `scheduler.step(epoch)` sets the rate for that epoch outright
             scope = _iteration(ctx, step.node)
             if scope is None or schedulers.is_conditional(step.node, scope):
                 continue

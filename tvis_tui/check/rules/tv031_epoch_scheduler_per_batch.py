@@ -51,7 +51,8 @@ class EpochSchedulerPerBatch(Rule):
         Per-step schedulers (OneCycleLR, LambdaLR warm-ups, Hugging Face schedules, a
         cosine whose `T_max` counts steps) are never reported. A step under an `if`
         (`if (i + 1) % steps_per_epoch == 0`) is taken as deliberate, and so is a loop whose
-        header mentions epochs (full-batch training, where a step is an epoch).
+        header mentions epochs (full-batch training, where a step is an epoch). The old
+        `scheduler.step(epoch)` sets the rate from the epoch it is given and is fine.
     """
 
     id = "TV031"
@@ -62,6 +63,8 @@ class EpochSchedulerPerBatch(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for step, qual in schedulers.scheduler_steps(ctx):
+            if qual != LR + "ReduceLROnPlateau" and (step.args or step.kwargs):
+                continue  # `scheduler.step(epoch)` follows the epoch it is given
             built = schedulers.constructor(ctx, step.receiver)
             if built is None or built.has_splat or not _counts_epochs(ctx, qual, built):
                 continue

@@ -41,7 +41,7 @@ class OptimizerMissesModel(Rule):
         Only constructions and replacements in the same function, in source order, are
         compared. Moving or wrapping the same model (`model.to(device)`, `DDP(model)`,
         `torch.compile(model)`) keeps its parameters and is not reported; nor is a
-        replacement followed by any new optimizer.
+        replacement followed by any new optimizer or an `add_param_group()`.
     """
 
     id = "TV032"
@@ -117,6 +117,10 @@ def _rebuilt(ctx: Context, built: list[Construction], after: Node, function) -> 
 
 def _used_after(ctx: Context, opt: Construction, after: Node, function) -> bool:
     """Whether the optimizer's name is read later in the same function (an attribute of
-    `self` lives on in the other methods)."""
+    `self` lives on in the other methods), and no parameters are added to it."""
+    if any(call.method == "add_param_group" and ctx.text(call.receiver) == opt.name
+           and call.node.start_byte > after.end_byte and ctx.function_of(call.node) is function
+           for call in ctx.calls_named("add_param_group")):
+        return False
     return opt.name.startswith("self.") or any(call.node.start_byte > after.end_byte and mentions(call.node, opt.name)
                for call in ctx.calls_in(function.node))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from tree_sitter import Node
+
 from tvis_tui.check import kinds
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
@@ -39,7 +41,8 @@ class FunctionalDropoutAlwaysOn(Rule):
     Known limits:
         Only methods of classes proven to be modules are checked; a helper function
         outside the class is not. An explicit `training=True` (Monte Carlo dropout) is
-        taken as deliberate, as is a call with `**kwargs`.
+        taken as deliberate, as is a call with `**kwargs` or one under a condition that
+        names `training` (`if self.training:`).
     """
 
     id = "TV037"
@@ -53,11 +56,27 @@ class FunctionalDropoutAlwaysOn(Rule):
             if call.has_splat or call.arg(2, "training") is not None:
                 continue
             qual = ctx.qualname(call.func) or ""
-            if not qual.startswith("torch.nn.functional.") or not _in_module_method(ctx, call):
+            if not qual.startswith("torch.nn.functional.") or _guarded(call.node) or \
+                    not _in_module_method(ctx, call):
                 continue
             yield ctx.finding(call.node, f"`{ctx.text(call.func)}` without "
                               "`training=self.training` keeps dropping activations after "
                               "model.eval()")
+
+
+def _guarded(node: Node) -> bool:
+    """Under `if self.training:` (or any condition naming `training`)."""
+    current = node.parent
+    while current is not None and current.type not in ("function_definition", "module"):
+        if current.type in ("if_statement", "conditional_expression", "elif_clause"):
+            condition = current.child_by_field_name("condition")
+            if condition is None and current.type == "conditional_expression":
+                condition = current.named_children[1] if len(current.named_children) > 1 \
+                    else None
+            if condition is not None and b"training" in condition.text:
+                return True
+        current = current.parent
+    return False
 
 
 def _in_module_method(ctx: Context, call: Call) -> bool:
