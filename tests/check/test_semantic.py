@@ -183,3 +183,14 @@ def test_recursive_factories_end():
         m.foo()
     """)
     assert ctx.type_of(call(ctx, "m.foo()").receiver) is None
+
+
+def test_items_of_written_out_dicts_and_lists():
+    (ctx,) = contexts("""
+        from torch.utils.data import DataLoader
+        loaders = {"train": DataLoader(a), "val": DataLoader(b)}
+        mixed = [DataLoader(a), 3]
+        loaders["train"].x(); mixed[0].x()
+    """)
+    assert ctx.is_dataloader(call(ctx, 'loaders["train"].x()').receiver)
+    assert ctx.type_of(call(ctx, "mixed[0].x()").receiver) is None

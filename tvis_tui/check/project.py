@@ -148,6 +148,8 @@ class Project:
         if node.type == "identifier" and text(node) == "self":
             cls = self.enclosing_class(fm, node)
             return f"{fm.module}.{cls.name}" if cls is not None else None
+        if node.type == "subscript":
+            return self._item_type(fm, node.child_by_field_name("value"), depth)
         if node.type not in ("identifier", "attribute"):
             return None
         bindings = fm.symbols.bindings_of(node)
@@ -164,6 +166,23 @@ class Project:
         if node.type == "identifier" and fm.symbols.is_parameter(node):
             return self._type_of_parameter(fm, node, depth)
         return None
+
+    def _item_type(self, fm: FileModel, container: Node | None, depth: int) -> str | None:
+        """`loaders["train"]` where `loaders = {"train": DataLoader(...), ...}`: the type all
+        items of a dict or list written out share."""
+        container = unwrap(container)
+        if container is not None and container.type in ("identifier", "attribute"):
+            container = unwrap(fm.symbols.value_of(container))
+        if container is None or depth > MAX_DEPTH:
+            return None
+        if container.type == "dictionary":
+            items = [pair.child_by_field_name("value") for pair in container.named_children
+                     if pair.type == "pair"]
+        elif container.type in ("list", "tuple"):
+            items = container.named_children
+        else:
+            return None
+        return _unanimous(self.type_of(fm, item, depth + 1) for item in items) if items else None
 
     def _element_type(self, fm: FileModel, value: Node, position: int,
                       depth: int) -> str | None:
