@@ -194,3 +194,14 @@ def test_items_of_written_out_dicts_and_lists():
     """)
     assert ctx.is_dataloader(call(ctx, 'loaders["train"].x()').receiver)
     assert ctx.type_of(call(ctx, "mixed[0].x()").receiver) is None
+
+
+def test_items_of_literals_passed_as_arguments():
+    (ctx,) = contexts("""
+        from torch.utils.data import DataLoader
+        def run(loaders):
+            for phase in ["train", "val"]:
+                loaders[phase].x()
+        run({"train": DataLoader(a), "val": DataLoader(b)})
+    """)
+    assert ctx.is_dataloader(call(ctx, "loaders[phase].x()").receiver)

@@ -168,21 +168,46 @@ class Project:
         return None
 
     def _item_type(self, fm: FileModel, container: Node | None, depth: int) -> str | None:
-        """`loaders["train"]` where `loaders = {"train": DataLoader(...), ...}`: the type all
-        items of a dict or list written out share."""
-        container = unwrap(container)
-        if container is not None and container.type in ("identifier", "attribute"):
-            container = unwrap(fm.symbols.value_of(container))
-        if container is None or depth > MAX_DEPTH:
+        """`loaders["train"]` where `loaders = {"train": DataLoader(...), ...}` (here, or
+        passed in as an argument): the type all items of the dict or list share."""
+        found = self._written_out(fm, container, depth)
+        if not found:
             return None
-        if container.type == "dictionary":
-            items = [pair.child_by_field_name("value") for pair in container.named_children
-                     if pair.type == "pair"]
-        elif container.type in ("list", "tuple"):
-            items = container.named_children
-        else:
-            return None
-        return _unanimous(self.type_of(fm, item, depth + 1) for item in items) if items else None
+        types = []
+        for cfm, literal in found:
+            if literal.type == "dictionary":
+                items = [pair.child_by_field_name("value") for pair in literal.named_children
+                         if pair.type == "pair"]
+            else:
+                items = literal.named_children
+            types += [self.type_of(cfm, item, depth + 1) for item in items] or [None]
+        return _unanimous(types)
+
+    def _written_out(self, fm: FileModel, node: Node | None,
+                     depth: int) -> list[tuple[FileModel, Node]]:
+        """The dict/list/tuple literals a name holds, following parameters to call sites."""
+        node = unwrap(node)
+        if node is None or depth > MAX_DEPTH:
+            return []
+        if node.type in ("dictionary", "list", "tuple"):
+            return [(fm, node)]
+        if node.type not in ("identifier", "attribute"):
+            return []
+        value = fm.symbols.value_of(node)
+        if value is not None:
+            return self._written_out(fm, value, depth + 1)
+        if node.type != "identifier" or not fm.symbols.is_parameter(node) or self._building:
+            return []
+        function = fm.index.function_of(node)
+        names = [name for name, _, _ in parameters(function)]
+        position = names.index(text(node))
+        found = []
+        for cfm, arg in self.arguments_for(FunctionRef(fm, function), position, text(node)):
+            literals = self._written_out(cfm, arg, depth + 1)
+            if not literals:
+                return []  # one call site passes something else: no common answer
+            found += literals
+        return found
 
     def _element_type(self, fm: FileModel, value: Node, position: int,
                       depth: int) -> str | None:
