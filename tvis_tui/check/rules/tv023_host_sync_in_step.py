@@ -15,6 +15,8 @@ from tvis_tui.check.rule import Rule
 
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 CONVERTERS = frozenset({"print", "float", "int", "bool"})
+MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "modules",
+                            "children", "buffers", "eval", "train"})
 REPEATING = frozenset({"for_statement", "while_statement", "list_comprehension",
                        "generator_expression", "set_comprehension", "dictionary_comprehension"})
 
@@ -74,12 +76,21 @@ class HostSyncInStep(Rule):
 def _syncs(ctx: Context) -> Iterator[Node]:
     for call in ctx.calls_named(*SYNC_METHODS):
         if call.method is not None and not call.args and not _inner_of_chain(call) \
-                and not (call.method == "cpu" and ctx.is_model(call.receiver)):
+                and not (call.method == "cpu" and _module_move(ctx, call)):
             yield call.node
     for call in ctx.calls_named(*CONVERTERS):
         if call.method is None and call.args and ctx.loops_around(call.node) and \
                 any(carries_graph(ctx, arg, call.node) for arg in call.args):
             yield call.node
+
+
+def _module_move(ctx: Context, call: Call) -> bool:
+    """`model.cpu()`, or `m.cpu().parameters()`: a module moved, not a tensor read."""
+    parent = call.node.parent
+    after = parent.child_by_field_name("attribute") if parent is not None and \
+        parent.type == "attribute" else None
+    return ctx.is_model(call.receiver) or (after is not None and
+                                           after.text.decode() in MODULE_METHODS)
 
 
 def _inner_of_chain(call: Call) -> bool:

@@ -26,7 +26,8 @@ class ReseedInLoop(Rule):
         Finds `torch.manual_seed(s)`, `np.random.seed(s)`, `random.seed(s)`,
         `seed_everything(s)` / `set_seed(s)` inside the per-step training loop, in the
         loop that directly runs it (the epoch loop), or in a function called on every
-        step, when `s` does not change from one iteration to the next. A loop that also builds a new optimizer (a sweep or restart) is not reported.
+        step, when `s` does not change from one iteration to the next. A loop that also
+        builds a new model or optimizer (a sweep or restart) is not reported.
     Why is this bad:
         Each iteration restarts the generators at the same state: every step draws the
         same dropout masks and noise, and every epoch shuffles the data in the same order
@@ -113,11 +114,15 @@ def _invariant(ctx: Context, node: Node, scope: Node) -> bool:
 
 
 def _restarts(ctx: Context, loop: Region) -> bool:
-    """The loop builds an optimizer (itself or in a function it calls): each iteration is
-    a fresh training run, seeded the same way on purpose."""
-    return ctx.reaches(loop.body, _builds_optimizer)
+    """The loop builds an optimizer or a model (itself or in a function it calls): each
+    iteration is a fresh training run, seeded the same way on purpose."""
+    return ctx.reaches(loop.body, _builds_run)
 
 
-def _builds_optimizer(project: Project, fm: FileModel, node: Node) -> bool:
-    return any(kinds.is_optimizer_class(fm.symbols.qualname(call.func) or "")
-               for call in fm.index.calls_in(node))
+def _builds_run(project: Project, fm: FileModel, node: Node) -> bool:
+    for call in fm.index.calls_in(node):
+        qual = fm.symbols.qualname(call.func)
+        if qual is not None and (kinds.is_optimizer_class(qual) or
+                                 project.is_model(fm, call.node)):
+            return True
+    return False
