@@ -43,7 +43,7 @@ def is_zero_grad(call: Call) -> bool:
     """`optimizer.zero_grad()`, `model.zero_grad(set_to_none=True)`, `p.grad.zero_()`."""
     if call.method == "zero_grad":
         return True
-    if call.method in ("zero_", "detach_", "requires_grad_") and call.receiver is not None:
+    if call.method in ("zero_", "detach_") and call.receiver is not None:
         chain = dotted(unwrap(call.receiver)) or ""
         return chain.endswith(".grad") or chain.endswith(".grad.data")
     return False
