@@ -6,6 +6,7 @@ from typing import Iterator
 
 from tree_sitter import Node
 
+from tvis_tui.check import kinds
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call
@@ -21,7 +22,8 @@ class BackwardWithoutGrad(Rule):
         `accelerator.backward(loss)`) where gradients are disabled: inside `with
         torch.no_grad():`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`, a
         function decorated with one of them, or a function only ever called under one; and
-        the loss itself was computed there too.
+        the loss itself was computed there too. A call made with gradients disabled of a
+        function that computes its own loss and calls backward() is reported at the call.
     Why is this bad:
         A loss computed without autograd has no graph, so `backward()` raises
         `RuntimeError: element 0 of tensors does not require grad` — often only after the
@@ -39,7 +41,7 @@ class BackwardWithoutGrad(Rule):
             loss.backward()
             optimizer.step()
     Known limits:
-        A loss passed in as a parameter is not followed. `torch.enable_grad()` (or
+        A loss passed in as a parameter is not followed; calls are followed one level. `torch.enable_grad()` (or
         `set_grad_enabled(True)`) inside the disabled region turns gradients back on and
         is respected.
     """
@@ -58,6 +60,35 @@ class BackwardWithoutGrad(Rule):
                 yield ctx.finding(call.node, f"`{ctx.text(call.node)}` runs with gradients "
                                   "disabled (no_grad / inference_mode): the loss has no "
                                   "graph and backward() raises")
+        for call in ctx.calls:
+            if call.name in ctx.project.functions and ctx.grad_disabled(call.node):
+                inner = _backward_inside(ctx, call)
+                if inner is not None:
+                    yield ctx.finding(call.node, f"`{ctx.text(call.func)}()` computes a loss "
+                                      f"and calls backward() ({inner}) but runs here with "
+                                      "gradients disabled: backward() raises")
+
+
+def _backward_inside(ctx: Context, call: Call) -> str | None:
+    """`path line N` of a backward() in a function `call` runs whose loss that function
+    computes itself with gradients on (so only this caller's no_grad breaks it)."""
+    for ref in ctx.project.callees(ctx.file, call):
+        inner = Context(ctx.project, ref.file, ctx.rule)
+        for candidate in inner.calls_in(ref.region.node):
+            if inner.function_of(candidate.node) is not ref.region or \
+                    not inner.is_backward(candidate) or inner.grad_disabled(candidate.node) \
+                    or _enables_grad(inner, candidate.node):
+                continue
+            loss = _loss_of(inner, candidate)
+            if loss is not None and (loss.type != "identifier" or
+                                     inner.latest_binding(loss, candidate.node)):
+                return f"{ref.file.path} line {candidate.line}"
+    return None
+
+
+def _enables_grad(ctx: Context, node: Node) -> bool:
+    return any(qual in kinds.GRAD_ENABLING_CONTEXTS or qual == "torch.set_grad_enabled"
+               for qual in ctx.context_managers(node))
 
 
 def _loss_of(ctx: Context, call: Call) -> Node | None:
