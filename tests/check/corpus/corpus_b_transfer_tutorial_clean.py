@@ -1,6 +1,6 @@
-"""The classic torchvision transfer-learning recipe: train/val phases, set_grad_enabled,
-an epoch-level StepLR stepped after the training phase, a new head built before the
-optimizer, and k-fold restarts. Clean."""
+"""Transfer learning the torchvision way: an epoch-level StepLR stepped after each epoch, a
+new head built before the optimizer, a frozen feature extractor, and k-fold restarts that
+build a fresh model and optimizer per fold. Clean."""
 import copy
 import time
 
@@ -14,34 +14,30 @@ torch.manual_seed(0)
 device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
 
 
+def run_epoch(model, criterion, optimizer, loader):
+    model.train()
+    for inputs, labels in loader:
+        optimizer.zero_grad()
+        criterion(model(inputs.to(device)), labels.to(device)).backward()
+        optimizer.step()
+
+
+@torch.no_grad()
+def accuracy(model, loader):
+    model.eval()
+    hits = sum((model(x.to(device)).argmax(1) == y.to(device)).sum().item() for x, y in loader)
+    return hits / len(loader.dataset)
+
+
 def train_model(model, criterion, optimizer, scheduler, dataloaders, num_epochs=25):
     since = time.time()
-    best_wts = copy.deepcopy(model.state_dict())
-    best_acc = 0.0
+    best_wts, best_acc = copy.deepcopy(model.state_dict()), 0.0
     for epoch in range(num_epochs):
-        for phase in ["train", "val"]:
-            if phase == "train":
-                model.train()
-            else:
-                model.eval()
-            running_corrects = 0
-            for inputs, labels in dataloaders[phase]:
-                inputs = inputs.to(device)
-                labels = labels.to(device)
-                optimizer.zero_grad()
-                with torch.set_grad_enabled(phase == "train"):
-                    outputs = model(inputs)
-                    loss = criterion(outputs, labels)
-                    if phase == "train":
-                        loss.backward()
-                        optimizer.step()
-                running_corrects += torch.sum(outputs.argmax(1) == labels.data)
-            if phase == "train":
-                scheduler.step()
-            acc = running_corrects.double() / len(dataloaders[phase].dataset)
-            if phase == "val" and acc > best_acc:
-                best_acc = acc
-                best_wts = copy.deepcopy(model.state_dict())
+        run_epoch(model, criterion, optimizer, dataloaders["train"])
+        scheduler.step()
+        acc = accuracy(model, dataloaders["val"])
+        if acc > best_acc:
+            best_acc, best_wts = acc, copy.deepcopy(model.state_dict())
     print(f"done in {time.time() - since:.0f}s, best val acc {best_acc:.4f}")
     model.load_state_dict(best_wts)
     return model
