@@ -65,7 +65,10 @@ class ReseedInLoop(Rule):
                     _invariant(ctx, call.node, loops[0].node) and not _restarts(ctx, loops[0])
             else:
                 fires = training.runs_every_step(ctx.project, ctx.file, call.node) and \
-                    _invariant(ctx, call.node, ctx.function_of(call.node).node)
+                    _invariant(ctx, call.node, ctx.function_of(call.node).node) and \
+                    not any(r.loop is not None and training.reaches(
+                        ctx.project, r.file, r.loop.body, _builds_run)
+                        for r in ctx.repeats(call.node))
             if fires:
                 yield ctx.finding(call.node, f"`{ctx.text(call.node)}` resets the generator "
                                   "to the same state on every iteration of the training loop")
