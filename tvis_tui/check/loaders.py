@@ -38,17 +38,17 @@ class LoaderUse:
 
 def training_loaders(project: Project, fm: FileModel) -> list[LoaderUse]:
     """DataLoader constructor calls in `fm` whose loader a training loop iterates
-    (`for x, y in loader`, `enumerate(loader)`, `tqdm(loader)`; the loader may be a name, an
-    attribute, or a parameter fed the loader at every call site, in any checked file)."""
+    (`for x, y in loader`, `enumerate(loader)`, `tqdm(loader)`, `next(iter(loader))`; the
+    loader may be a name, an attribute, a factory's return value, or a parameter fed the
+    loader at every call site, in any checked file)."""
     key = ("training_loaders", id(project))
     if key not in project.memo:
         found: dict[int, list[LoaderUse]] = {}
         for lfm in project.files:
             for loop in lfm.index.loops:
-                if loop.kind != "for" or not loop_trains(project, lfm, loop):
+                if not loop_trains(project, lfm, loop):
                     continue
-                source = loop.node.child_by_field_name("right")
-                for cfm, call in _constructors(project, lfm, source, 0):
+                for cfm, call in _loop_sources(project, lfm, loop):
                     found.setdefault(id(cfm), []).append(LoaderUse(cfm, call, lfm, loop))
         project.memo[key] = found
     seen: set[int] = set()
@@ -58,6 +58,21 @@ def training_loaders(project: Project, fm: FileModel) -> list[LoaderUse]:
             seen.add(id(use.call))
             unique.append(use)
     return unique
+
+
+def _loop_sources(project: Project, fm: FileModel,
+                  loop: Region) -> list[tuple[FileModel, Call]]:
+    """Loaders a loop draws from: `for batch in loader`, or `batch = next(it)` in its body
+    where `it = iter(loader)` (re-created on StopIteration, so every value counts)."""
+    found = []
+    if loop.kind == "for":
+        found += _constructors(project, fm, loop.node.child_by_field_name("right"), 0)
+    for call in fm.index.calls_by_name.get("next", []):
+        if call.method is None and call.args and loop.contains(call.node) and \
+                fm.index.loops_around(call.node)[:1] == [loop]:
+            found += [pair for value in fm.symbols.assigned_values(call.args[0]) or [call.args[0]]
+                      for pair in _constructors(project, fm, value, 0)]
+    return found
 
 
 def _constructors(project: Project, fm: FileModel, node: Node | None,

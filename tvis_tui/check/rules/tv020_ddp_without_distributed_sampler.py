@@ -63,9 +63,7 @@ class DdpWithoutDistributedSampler(Rule):
             call = use.call
             if not loaders.is_distributed(ctx.project, use):
                 continue
-            if call.has_splat or len(call.args) > 3 or any(unwrap(call.kwargs.get(option)) is not None and
-                                     ctx.text(call.kwargs[option]) != "None"
-                                     for option in SAMPLER_OPTIONS):
+            if call.has_splat or len(call.args) > 3 or _has_sampler(ctx, call):
                 continue
             if loaders.is_prepared(ctx.project, ctx.file, call) or \
                     loaders.dataset_is_iterable(ctx.project, ctx.file, call) or \
@@ -73,6 +71,12 @@ class DdpWithoutDistributedSampler(Rule):
                 continue
             yield ctx.finding(call.node, "every rank iterates the whole dataset: this "
                               "training DataLoader has no DistributedSampler")
+
+
+def _has_sampler(ctx: Context, call: Call) -> bool:
+    """Any `sampler=` / `batch_sampler=` other than None: trusted, even when unseen."""
+    return any(unwrap(call.kwargs.get(option)) is not None and
+               ctx.text(call.kwargs[option]) != "None" for option in SAMPLER_OPTIONS)
 
 
 def _sharded_by_hand(ctx: Context, call: Call) -> bool:
