@@ -205,3 +205,8 @@ def test_items_of_literals_passed_as_arguments():
         run({"train": DataLoader(a), "val": DataLoader(b)})
     """)
     assert ctx.is_dataloader(call(ctx, "loaders[phase].x()").receiver)
+
+
+def test_imported_files_by_module_name():
+    helper, main, other = contexts("x = 1", "import m0\nfrom pkg import m2", "y = 2")
+    assert main.project.imported_files(main.file) == [helper.file]

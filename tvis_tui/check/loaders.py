@@ -145,10 +145,7 @@ def _related(project: Project, use: LoaderUse) -> list[FileModel]:
     """The loader's file, its loop's file, and the checked files those two import."""
     found = [use.file, use.loop_file]
     for fm in (use.file, use.loop_file):
-        modules = {qual.rsplit(".", n)[0] for qual in fm.symbols.imports.values()
-                   for n in range(qual.count(".") + 1)}
-        found += [other for other in project.files
-                  if other not in found and any(other.provides(m) for m in modules)]
+        found += [other for other in project.imported_files(fm) if other not in found]
     return found
 
 

@@ -83,7 +83,34 @@ class Project:
         """Answers of the analyses in training.py, keyed by (question, node id)."""
         self._callers: dict[int, list[tuple[FileModel, Call]]] | None = None
         self._building = False
+        self._by_tail: dict[str, list[FileModel]] | None = None
         self._subclass: dict[tuple[int, frozenset], bool] = {}
+
+    def imported_files(self, fm: FileModel) -> list[FileModel]:
+        """The checked files that `fm` imports (any module named in its imports, or a
+        package above one), memoised: rules ask this per loader, loop or call."""
+        key = ("imported_files", id(fm))
+        if key not in self.memo:
+            if self._by_tail is None:
+                self._by_tail = {}
+                for other in self.files:
+                    parts = other.module.split(".")
+                    for i in range(len(parts)):
+                        self._by_tail.setdefault(".".join(parts[i:]), []).append(other)
+            found: list[FileModel] = []
+            for qual in fm.symbols.imports.values():
+                parts = qual.split(".")
+                for n in range(1, len(parts) + 1):
+                    # files whose module ends with this prefix, or is a tail of it (provides)
+                    candidates = list(self._by_tail.get(".".join(parts[:n]), ()))
+                    for i in range(1, n):
+                        candidates += [other for other in self._by_tail.get(
+                            ".".join(parts[i:n]), ()) if other.module == ".".join(parts[i:n])]
+                    for other in candidates:
+                        if other is not fm and other not in found:
+                            found.append(other)
+            self.memo[key] = found
+        return self.memo[key]
 
     # -- classes and types -----------------------------------------------------------------
     def project_class(self, qualname: str | None,
