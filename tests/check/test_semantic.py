@@ -209,4 +209,5 @@ def test_items_of_literals_passed_as_arguments():
 
 def test_imported_files_by_module_name():
     helper, main, other = contexts("x = 1", "import m0\nfrom pkg import m2", "y = 2")
-    assert main.project.imported_files(main.file) == [helper.file]
+    assert main.project.imported_files(main.file) == [helper.file, other.file]
+    assert helper.project.imported_files(helper.file) == []
