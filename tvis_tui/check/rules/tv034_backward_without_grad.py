@@ -10,6 +10,7 @@ from tvis_tui.check import kinds
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call
+from tvis_tui.check.project import FunctionRef
 from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import unwrap
 
@@ -61,9 +62,9 @@ class BackwardWithoutGrad(Rule):
                                   "disabled (no_grad / inference_mode): the loss has no "
                                   "graph and backward() raises")
         for call in ctx.calls:
-            if call.name in ctx.project.functions and ctx.grad_disabled(call.node):
+            if call.name in ctx.project.functions:
                 inner = _backward_inside(ctx, call)
-                if inner is not None:
+                if inner is not None and ctx.grad_disabled(call.node):
                     yield ctx.finding(call.node, f"`{ctx.text(call.func)}()` computes a loss "
                                       f"and calls backward() ({inner}) but runs here with "
                                       "gradients disabled: backward() raises")
@@ -73,16 +74,27 @@ def _backward_inside(ctx: Context, call: Call) -> str | None:
     """`path line N` of a backward() in a function `call` runs whose loss that function
     computes itself with gradients on (so only this caller's no_grad breaks it)."""
     for ref in ctx.project.callees(ctx.file, call):
-        inner = Context(ctx.project, ref.file, ctx.rule)
-        for candidate in inner.calls_in(ref.region.node):
-            if inner.function_of(candidate.node) is not ref.region or \
-                    not inner.is_backward(candidate) or inner.grad_disabled(candidate.node) \
-                    or _enables_grad(inner, candidate.node):
-                continue
-            loss = _loss_of(inner, candidate)
-            if loss is not None and (loss.type != "identifier" or
-                                     inner.latest_binding(loss, candidate.node)):
-                return f"{ref.file.path} line {candidate.line}"
+        key = ("own_backward", id(ref.region.node))
+        if key not in ctx.project.memo:
+            ctx.project.memo[key] = _own_backward(ctx, ref)
+        if ctx.project.memo[key] is not None:
+            return ctx.project.memo[key]
+    return None
+
+
+def _own_backward(ctx: Context, ref: FunctionRef) -> str | None:
+    if b"backward" not in ref.region.node.text:  # cheap: most called functions never do
+        return None
+    inner = Context(ctx.project, ref.file, ctx.rule)
+    for candidate in inner.calls_in(ref.region.node):
+        if inner.function_of(candidate.node) is not ref.region or \
+                not inner.is_backward(candidate) or inner.grad_disabled(candidate.node) \
+                or _enables_grad(inner, candidate.node):
+            continue
+        loss = _loss_of(inner, candidate)
+        if loss is not None and (loss.type != "identifier" or
+                                 inner.latest_binding(loss, candidate.node)):
+            return f"{ref.file.path} line {candidate.line}"
     return None
 
 
