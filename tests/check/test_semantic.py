@@ -211,3 +211,18 @@ def test_imported_files_by_module_name():
     helper, main, other = contexts("x = 1", "import m0\nfrom pkg import m2", "y = 2")
     assert main.project.imported_files(main.file) == [helper.file, other.file]
     assert helper.project.imported_files(helper.file) == []
+
+
+def test_functions_passed_as_callbacks_run_where_they_are_passed():
+    (ctx,) = contexts("""
+        import torch
+        def fit(model, opt, x):
+            def closure():
+                loss = model(x).sum()
+                loss.backward()
+                return loss
+            for _ in range(10):
+                opt.step(closure)
+    """)
+    backward = call(ctx, "loss.backward()")
+    assert [r.loop.node.start_point[0] for r in ctx.repeats(backward.node)] == [7]

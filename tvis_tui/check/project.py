@@ -84,6 +84,7 @@ class Project:
         self._callers: dict[int, list[tuple[FileModel, Call]]] | None = None
         self._building = False
         self._by_tail: dict[str, list[FileModel]] | None = None
+        self._passed: dict[int, list[tuple[FileModel, Call]]] = {}
         self._subclass: dict[tuple[int, frozenset], bool] = {}
 
     def imported_files(self, fm: FileModel) -> list[FileModel]:
@@ -381,10 +382,24 @@ class Project:
                             for target in self.callees(fm, call):
                                 self._callers.setdefault(id(target.region.node), []).append(
                                     (fm, call))
+                        self._note_callbacks(fm, call)
             finally:
                 self._building = False
-                self.memo = {k: v for k, v in self.memo.items() if k[0] != "type_of"}
+                for key in [k for k in self.memo if isinstance(k, tuple) and k[0] == "type_of"]:
+                    del self.memo[key]
         return self._callers.get(id(ref.region.node), [])
+
+    def _note_callbacks(self, fm: FileModel, call: Call) -> None:
+        """`optimizer.step(closure)`: a function passed by name is run by the call."""
+        for arg in [*call.args, *call.kwargs.values()]:
+            if arg is not None and arg.type == "identifier" and text(arg) in self.functions:
+                for target in self._resolve_name(fm, text(arg)):
+                    self._passed.setdefault(id(target.region.node), []).append((fm, call))
+
+    def invokers(self, ref: FunctionRef) -> list[tuple[FileModel, Call]]:
+        """The calls that run `ref`: its callers, and calls it is passed to as a callback."""
+        direct = self.callers(ref)
+        return direct + self._passed.get(id(ref.region.node), [])
 
     def arguments_for(self, ref: FunctionRef, position: int,
                       name: str) -> list[tuple[FileModel, Node]]:

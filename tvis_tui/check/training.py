@@ -173,7 +173,7 @@ def repeats(project: Project, fm: FileModel, node: Node, depth: int = 0) -> list
     if function.name in LIGHTNING_STEP_HOOKS and is_lightning_method(project, fm, function):
         return [Repeat(fm, None, function.name)]
     found: list[Repeat] = []
-    for cfm, call in project.callers(FunctionRef(fm, function)):
+    for cfm, call in project.invokers(FunctionRef(fm, function)):
         found += repeats(project, cfm, call.node, depth + 1)
     return found
 
@@ -237,6 +237,6 @@ def grad_disabled(project: Project, fm: FileModel, node: Node, depth: int = 0) -
     function = fm.index.function_of(node)
     if function.kind != "function" or depth >= MAX_DEPTH:
         return False
-    callers = project.callers(FunctionRef(fm, function))
+    callers = project.invokers(FunctionRef(fm, function))
     return bool(callers) and all(grad_disabled(project, cfm, call.node, depth + 1)
                                  for cfm, call in callers)
