@@ -92,7 +92,9 @@ The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over 
   ctx.training_loops() / ctx.loop_trains(region)   loops whose body runs backward() or
                           optimizer.step(), directly or through called functions (cross-file)
   ctx.repeats(node)       what runs node repeatedly: own loops, else loops around the call
-                          sites of its function (transitively), else a Lightning hook
+                          sites of its function (transitively; a function passed as a
+                          callback, `opt.step(closure)`, runs where it is passed), else a
+                          Lightning hook
   ctx.in_training_iteration(node)
   ctx.grad_disabled(node) under no_grad/inference_mode/set_grad_enabled(False), a decorator,
                           or a function whose every caller is
