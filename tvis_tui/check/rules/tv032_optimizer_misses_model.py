@@ -9,9 +9,10 @@ from tree_sitter import Node
 from tvis_tui.check import kinds
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
+from tvis_tui.check.index import Call
 from tvis_tui.check.optimizers import Construction, constructions
 from tvis_tui.check.rule import Rule
-from tvis_tui.check.syntax import dotted, mentions, unwrap
+from tvis_tui.check.syntax import dotted, unwrap
 
 NEW_OBJECT_CALLS = frozenset({"copy.deepcopy", "torch.load"})
 
@@ -116,11 +117,20 @@ def _rebuilt(ctx: Context, built: list[Construction], after: Node, function) -> 
 
 
 def _used_after(ctx: Context, opt: Construction, after: Node, function) -> bool:
-    """Whether the optimizer's name is read later in the same function (an attribute of
+    """Whether the optimizer is put to work later in the same function (an attribute of
     `self` lives on in the other methods), and no parameters are added to it."""
     if any(call.method == "add_param_group" and ctx.text(call.receiver) == opt.name
            and call.node.start_byte > after.end_byte and ctx.function_of(call.node) is function
            for call in ctx.calls_named("add_param_group")):
         return False
-    return opt.name.startswith("self.") or any(call.node.start_byte > after.end_byte and mentions(call.node, opt.name)
-               for call in ctx.calls_in(function.node))
+    return opt.name.startswith("self.") or any(
+        call.node.start_byte > after.end_byte and _steps_or_hands_on(ctx, call, opt.name)
+        for call in ctx.calls_in(function.node))
+
+
+def _steps_or_hands_on(ctx: Context, call: Call, name: str) -> bool:
+    """`name.step()`, `scaler.step(name)` or `train(model, name)`: the optimizer is put to
+    work (saving its state_dict is not)."""
+    if call.method == "step" and ctx.text(call.receiver) == name:
+        return True
+    return any(ctx.text(unwrap(arg)) == name for arg in [*call.args, *call.kwargs.values()])

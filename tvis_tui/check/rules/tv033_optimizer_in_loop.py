@@ -9,6 +9,7 @@ from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call, Region
 from tvis_tui.check.optimizers import Construction, constructions
 from tvis_tui.check.rule import Rule
+from tvis_tui.check.schedulers import is_conditional
 from tvis_tui.check.syntax import dotted, identifiers, mentions, text, unwrap
 
 
@@ -38,7 +39,8 @@ class OptimizerInLoop(Rule):
             loss_fn(model(x), y).backward()
             optimizer.step()
     Known limits:
-        Plain SGD without momentum keeps no state and is not reported. A loop over
+        Plain SGD without momentum keeps no state and is not reported, nor is a
+        construction under an `if` (rebuilt once, when layers are unfrozen). A loop over
         stages, folds or learning rates whose header does not mention epochs is taken as
         deliberate. The construction and the loop must be in the same function.
     """
@@ -52,8 +54,9 @@ class OptimizerInLoop(Rule):
     def check(self, ctx: Context) -> Iterator[Finding]:
         for opt in constructions(ctx):
             loops = ctx.loops_around(opt.call.node)
-            if not loops or _stateless(ctx, opt.call) or _fresh_params(ctx, opt, loops[0]):
-                continue
+            if not loops or _stateless(ctx, opt.call) or _fresh_params(ctx, opt, loops[0]) \
+                    or is_conditional(opt.call.node, loops[0].body):
+                continue  # under an `if`: rebuilt once (an unfreezing epoch), not every time
             loop = loops[0]
             if any(ctx.loops_around(step.node)[:1] == [loop] for step in _steps(ctx, opt, loop)):
                 yield ctx.finding(opt.call.node, f"`{opt.name}` is re-created on every "
