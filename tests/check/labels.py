@@ -3,6 +3,8 @@
 A case is one .py file, or a folder of .py files checked together as one project, under
 tests/check/fixtures/ or tests/check/corpus/. Each `# expect: ID[,ID]` comment marks a line on
 which a finding of that rule must start; every other finding is a false positive.
+`# known-miss: ID` marks a real bug the rule does not find yet: the tests accept either
+outcome, and scripts/score_check.py counts it as a false negative until it is found.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 CASE_ROOTS = (HERE / "fixtures", HERE / "corpus")
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9_,\s]+)")
+_KNOWN_MISS = re.compile(r"#\s*known-miss:\s*([A-Z0-9_,\s]+)")
 
 Label = tuple[str, int, str]  # (path, line, rule id)
 
@@ -32,10 +35,18 @@ def case_files(case: Path) -> list[Path]:
 
 
 def expected(case: Path) -> set[Label]:
+    return _labels(case, _EXPECT)
+
+
+def known_misses(case: Path) -> set[Label]:
+    return _labels(case, _KNOWN_MISS)
+
+
+def _labels(case: Path, marker: re.Pattern) -> set[Label]:
     labels: set[Label] = set()
     for path in case_files(case):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            match = _EXPECT.search(line)
+            match = marker.search(line)
             if match:
                 for rule in match.group(1).replace(" ", "").split(","):
                     if rule:

@@ -53,6 +53,8 @@
 2. Fixtures: `tests/check/fixtures/TVNNN_<what>.py`, several per rule: true positives AND
    look-alike negatives (correct code that resembles the bug). Mark each line where a finding
    must START with a trailing comment `# expect: TVNNN` (several ids: `# expect: TV001,TV003`).
+   A real bug your rule cannot find yet gets `# known-miss: TVNNN` instead: tests accept it
+   either way and score_check.py counts it as a false negative (honest recall).
    A fixture checks with ALL rules, so an unmarked finding from any rule is a failure: when
    your new rule rightly fires on an existing fixture or corpus file, add the marker there;
    when it wrongly fires, fix the rule.
