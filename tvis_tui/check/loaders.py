@@ -212,14 +212,26 @@ DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset
 
 def dataset_is_map_style(project: Project, fm: FileModel, call: Call) -> bool:
     """Whether the loader's dataset is provably map-style (indexable, so shuffling is a
-    choice): a TensorDataset / Subset, a torchvision dataset, or a project subclass of
-    `Dataset` that is not an IterableDataset."""
+    choice): a TensorDataset / Subset, a tensor, a torchvision dataset, or a project
+    subclass of `Dataset` that is not an IterableDataset."""
     dataset = unwrap(call.arg(0, "dataset"))
     qual = project.type_of(fm, dataset) if dataset is not None else None
     if qual is None:
         return False
-    if qual in MAP_DATASETS or qual.startswith("torchvision.datasets."):
+    if qual in MAP_DATASETS or qual.startswith("torchvision.datasets.") or \
+            is_tensor_factory(qual):
         return True
     cls = project.project_class(qual)
     return cls is not None and project.class_inherits(*cls, DATASET_BASES) and \
         not project.class_inherits(*cls, ITERABLE_DATASETS)
+
+
+TENSOR_FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy", "randn", "rand", "randint",
+                              "zeros", "ones", "empty", "full", "arange", "stack", "cat"})
+
+
+def is_tensor_factory(qual: str | None) -> bool:
+    """`torch.randn`, `torch.tensor`, ...: a tensor used directly as a dataset (indexable,
+    already in memory)."""
+    return qual is not None and qual.startswith("torch.") and qual.count(".") == 1 and \
+        qual[6:] in TENSOR_FACTORIES

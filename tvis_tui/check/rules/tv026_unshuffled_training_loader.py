@@ -18,8 +18,8 @@ class UnshuffledTrainingLoader(Rule):
     What it does:
         Finds a DataLoader iterated by a training loop that has `shuffle=False` (or no
         `shuffle` at all, which means False) and no `sampler=` / `batch_sampler=`, over a
-        dataset that is provably indexable (a `TensorDataset`, a torchvision dataset, or
-        a subclass of `Dataset` defined in the checked files).
+        dataset that is provably indexable (a `TensorDataset`, a tensor, a torchvision
+        dataset, or a subclass of `Dataset` defined in the checked files).
     Why is this bad:
         Datasets are usually stored sorted (by class, by source, by length). Unshuffled,
         every batch holds correlated samples and the last batches of an epoch always pull

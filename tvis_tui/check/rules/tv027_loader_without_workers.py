@@ -24,7 +24,7 @@ class LoaderWithoutWorkers(Rule):
     What it does:
         When the checked code uses CUDA, finds a DataLoader iterated by a training loop
         with `num_workers` missing or 0, or `pin_memory` missing or False. Loaders over a
-        `TensorDataset` or a Python list (already in memory) are not reported.
+        `TensorDataset`, a tensor or a Python list (already in memory) are not reported.
     Why is this bad:
         With `num_workers=0`, reading, decoding and augmenting each batch happens in the
         training process between steps, and the GPU idles meanwhile. Without
@@ -79,7 +79,7 @@ def _in_memory_dataset(ctx: Context, dataset: Node | None, depth: int) -> bool:
     if dataset is None or depth > 3:
         return True
     kind = ctx.type_of(dataset)
-    if kind in IN_MEMORY:
+    if kind in IN_MEMORY or loaders.is_tensor_factory(kind):
         return True
     value = ctx.resolve(dataset)
     if kind in WRAPPERS and value is not None and value.type == "call":
