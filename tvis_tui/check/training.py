@@ -228,7 +228,10 @@ def grad_disabled(project: Project, fm: FileModel, node: Node, depth: int = 0) -
     `set_grad_enabled(True)` inside a `no_grad()` turns autograd back on."""
     for qual, call in context_managers(fm, node):
         if qual in kinds.NO_GRAD_CONTEXTS:
-            return True
+            mode = call.args[0] if call.args else None
+            if mode is None or text(mode) != "False":  # `inference_mode(False)` is a no-op
+                return True
+            continue
         if qual in kinds.GRAD_ENABLING_CONTEXTS:
             return False
         if qual == "torch.set_grad_enabled" and call.args:
@@ -240,3 +243,35 @@ def grad_disabled(project: Project, fm: FileModel, node: Node, depth: int = 0) -
     callers = project.invokers(FunctionRef(fm, function))
     return bool(callers) and all(grad_disabled(project, cfm, call.node, depth + 1)
                                  for cfm, call in callers)
+
+
+def step_events(project: Project, fm: FileModel) -> list[tuple[Call, Node | None]]:
+    """(call, optimizer expression) for each optimizer step in `fm`, and for each call of a
+    checked-file helper that steps without running backward() itself
+    (`self._optimizer_step()`), in source order."""
+    key = ("step_events", id(fm))
+    if key not in project.memo:
+        events = []
+        for call in fm.index.calls:
+            if call.method == "step" and is_optimizer_step(project, fm, call):
+                events.append((call, call.args[0] if call.args else call.receiver))
+            elif call.name in project.functions:
+                for ref in project.callees(fm, call):
+                    optimizer = _helper_steps(project, ref)
+                    if optimizer is not None:
+                        events.append((call, optimizer))
+        project.memo[key] = events
+    return project.memo[key]
+
+
+def _helper_steps(project: Project, ref: FunctionRef) -> Node | None:
+    """The optimizer a helper steps, when it runs exactly one step and no backward()."""
+    key = ("helper_steps", id(ref.region.node))
+    if key not in project.memo:
+        calls = ref.file.index.calls_in(ref.region.node)
+        steps = [c for c in calls
+                 if c.method == "step" and is_optimizer_step(project, ref.file, c)]
+        alone = len(steps) == 1 and not any(c.method in BACKWARD_METHODS for c in calls)
+        project.memo[key] = None if not alone else (
+            steps[0].args[0] if steps[0].args else steps[0].receiver)
+    return project.memo[key]
