@@ -161,6 +161,11 @@ class Context:
     def is_optimizer_step(self, call: Call) -> bool:
         return training.is_optimizer_step(self.project, self.file, call)
 
+    def step_events(self) -> list[tuple[Call, Node | None]]:
+        """(call, optimizer expression) for every optimizer step here, including calls of
+        checked-file helpers that step (`self._optimizer_step()`), in source order."""
+        return training.step_events(self.project, self.file)
+
     def is_zero_grad(self, call: Call) -> bool:
         return training.is_zero_grad(call)
 

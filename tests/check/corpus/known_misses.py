@@ -13,7 +13,7 @@ def train(model, loader, optimizer, accum=4):
     criterion = nn.CrossEntropyLoss()
     for i, (x, y) in enumerate(loader):
         loss = criterion(model(x), y)
-        loss.backward()  # known-miss: TV004
+        loss.backward()  # expect: TV004
         tracker.losses.append(loss)  # known-miss: TV001
         if (i + 1) % accum == 0:
             step_and_reset(optimizer)

@@ -89,6 +89,7 @@ The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over 
                           of the function (across files)
   ctx.is_optimizer(node) / ctx.is_model(node) / ctx.loss_class(node) / ctx.is_dataloader(node)
   ctx.is_backward(call) / ctx.is_optimizer_step(call) / ctx.is_zero_grad(call)
+  ctx.step_events()       (call, optimizer) for every step, incl. calls of helpers that step
   ctx.grad_resets(node)   zero_grad calls and `p.grad = None` inside node
   ctx.loops_around(node)  enclosing for/while Regions in the same function, innermost first
   ctx.training_loops() / ctx.loop_trains(region)   loops whose body runs backward() or

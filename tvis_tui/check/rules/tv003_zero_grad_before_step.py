@@ -8,9 +8,7 @@ from tree_sitter import Node
 
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
-from tvis_tui.check import training
 from tvis_tui.check.index import Call, Region
-from tvis_tui.check.project import FunctionRef
 from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import mentions
 
@@ -50,7 +48,7 @@ class ZeroGradBeforeStep(Rule):
                      if ctx.is_backward(c)]
         if not backwards:
             return
-        steps = _step_events(ctx)
+        steps = ctx.step_events()
         resets = ctx.calls_named("zero_grad")
         for step, optimizer in steps:
             function = ctx.function_of(step.node)
@@ -68,35 +66,6 @@ class ZeroGradBeforeStep(Rule):
                                       "gradients of the backward() above before "
                                       f"`{ctx.text(step.node)}` uses them")
                     break
-
-
-def _step_events(ctx: Context) -> list[tuple[Call, Node | None]]:
-    """(call, optimizer expression) for each optimizer step, and for each call of a project
-    function that steps without running backward() itself (`self._optimizer_step()`)."""
-    events = []
-    for call in ctx.calls:
-        if call.method == "step" and ctx.is_optimizer_step(call):
-            events.append((call, call.args[0] if call.args else call.receiver))
-        elif call.name in ctx.project.functions:
-            for ref in ctx.project.callees(ctx.file, call):
-                optimizer = _helper_steps(ctx, ref)
-                if optimizer is not None:
-                    events.append((call, optimizer))
-    return events
-
-
-def _helper_steps(ctx: Context, ref: FunctionRef) -> Node | None:
-    """The optimizer a helper steps, when it runs exactly one step and no backward()."""
-    key = ("helper_steps", id(ref.region.node))
-    if key not in ctx.project.memo:
-        calls = ref.file.index.calls_in(ref.region.node)
-        steps = [c for c in calls
-                 if c.method == "step" and training.is_optimizer_step(ctx.project, ref.file, c)]
-        alone = len(steps) == 1 and not any(c.method in training.BACKWARD_METHODS for c in calls)
-        step = steps[0] if alone else None
-        ctx.project.memo[key] = None if step is None else (
-            step.args[0] if step.args else step.receiver)
-    return ctx.project.memo[key]
 
 
 def _window_start(ctx: Context, step: Call, function: Region,

@@ -57,9 +57,9 @@ class UnscaledAccumulation(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         backwards = [c for c in ctx.calls_named("backward") if ctx.is_backward(c)]
-        for step in ctx.calls_named("step"):
+        for step, _ in ctx.step_events():
             loops = ctx.loops_around(step.node)
-            if not loops or not ctx.is_optimizer_step(step):
+            if not loops:
                 continue
             guard = _accumulation_guard(ctx, step.node, loops[0])
             if guard is None:
