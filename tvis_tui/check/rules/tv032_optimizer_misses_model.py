@@ -15,6 +15,13 @@ from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import dotted, unwrap
 
 NEW_OBJECT_CALLS = frozenset({"copy.deepcopy", "torch.load"})
+CONTAINERS = frozenset({"Sequential", "ModuleList"})
+PARAMETER_FREE = ("Identity", "Dropout", "AlphaDropout", "ReLU", "ReLU6", "LeakyReLU", "GELU",
+                  "SiLU", "Mish", "ELU", "SELU", "Tanh", "Sigmoid", "Hardswish", "Hardtanh",
+                  "Softmax", "LogSoftmax", "Flatten", "Unflatten", "MaxPool", "AvgPool",
+                  "AdaptiveAvgPool", "AdaptiveMaxPool", "Upsample", "ZeroPad", "ConstantPad",
+                  "ReflectionPad", "ReplicationPad", "PixelShuffle", "ChannelShuffle")
+"""torch.nn modules without parameters (name prefixes: `MaxPool` covers MaxPool1d/2d/3d)."""
 
 
 class OptimizerMissesModel(Rule):
@@ -108,7 +115,20 @@ def _new_module(ctx: Context, value: Node, name: str) -> bool:
     if qual in kinds.MODEL_WRAPPERS or qual == "torch.compile" or \
             any(dotted(unwrap(arg)) == name for arg in call.args):
         return False  # the old module itself, wrapped: its parameters stay
-    return ctx.is_model(value)
+    return ctx.is_model(value) and _has_parameters(ctx, call)
+
+
+def _has_parameters(ctx: Context, call: Call) -> bool:
+    """Whether the module a constructor call builds holds parameters (`nn.Identity()` or a
+    `Sequential` of activations swapped in for a head removes it harmlessly)."""
+    qual = ctx.qualname(call.func) or ""
+    if not qual.startswith("torch.nn."):
+        return True
+    last = qual.rsplit(".", 1)[-1]
+    if last in CONTAINERS:
+        return any(_has_parameters(ctx, inner) for arg in call.args
+                   if (inner := ctx.call_at(arg)) is not None)
+    return not last.startswith(PARAMETER_FREE)
 
 
 def _rebuilt(ctx: Context, built: list[Construction], after: Node, function) -> bool:
