@@ -80,10 +80,11 @@ def _in_training_code(project: Project, fm: FileModel) -> bool:
     module with random augmentation); a stand-alone data-preparation script does not."""
     if _trains(project, fm):
         return True
-    return any(_trains(project, other) and any(fm.provides(qual.rsplit(".", n)[0])
-                                              for qual in other.symbols.imports.values()
-                                              for n in range(qual.count(".") + 1))
-               for other in project.files if other is not fm)
+    key = ("imported_by_training", id(project))
+    if key not in project.memo:
+        project.memo[key] = {id(imported) for other in project.files if _trains(project, other)
+                             for imported in project.imported_files(other)}
+    return id(fm) in project.memo[key]
 
 
 def _seeded(project: Project) -> bool:
