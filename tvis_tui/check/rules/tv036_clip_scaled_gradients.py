@@ -19,7 +19,7 @@ class ClipScaledGradients(Rule):
     """Gradient clipping after `scaler.scale(loss).backward()` without `scaler.unscale_()`.
 
     What it does:
-        In one function, finds `torch.nn.utils.clip_grad_norm_` / `clip_grad_value_` that
+        In one loop iteration (or one function), finds `torch.nn.utils.clip_grad_norm_` / `clip_grad_value_` that
         runs after a backward of a loss scaled by a `GradScaler` when no
         `scaler.unscale_(optimizer)` runs between that backward and the clip.
     Why is this bad:
@@ -57,7 +57,9 @@ class ClipScaledGradients(Rule):
             if not qual.startswith("torch.nn.utils."):
                 continue
             function = ctx.function_of(clip.node)
-            here = [c for c in ctx.calls_in(function.node) if ctx.function_of(c.node) is function]
+            loops = ctx.loops_around(clip.node)
+            scope = loops[0].body if loops else function.node  # one iteration's code
+            here = [c for c in ctx.calls_in(scope) if ctx.function_of(c.node) is function]
             scaled = [c for c in here if c.node.end_byte <= clip.node.start_byte
                       and _scaler_of_backward(ctx, c) is not None]
             if not scaled:
