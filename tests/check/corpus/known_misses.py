@@ -14,7 +14,7 @@ def train(model, loader, optimizer, accum=4):
     for i, (x, y) in enumerate(loader):
         loss = criterion(model(x), y)
         loss.backward()  # expect: TV004
-        tracker.losses.append(loss)  # known-miss: TV001
+        tracker.losses.append(loss)  # expect: TV001
         if (i + 1) % accum == 0:
             step_and_reset(optimizer)
     return tracker

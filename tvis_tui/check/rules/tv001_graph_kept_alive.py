@@ -10,7 +10,7 @@ from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.graph import carries_graph
 from tvis_tui.check.rule import Rule
-from tvis_tui.check.syntax import mentions, text, unwrap
+from tvis_tui.check.syntax import identifiers, mentions, text, unwrap
 
 STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "add": 0, "appendleft": 0}
 """Container methods that keep their argument, and which positional argument that is."""
@@ -102,20 +102,38 @@ def _root_name(where: str) -> str:
 
 
 def _feeds_backward(ctx: Context, holder: str, after: Node) -> bool:
-    """Whether a later backward() differentiates what was collected (BPTT over time steps,
-    REINFORCE over an episode): keeping the graph is then the point."""
+    """Whether a backward() differentiates what was collected (BPTT over time steps,
+    REINFORCE over an episode): keeping the graph is then the point. A local name must feed
+    a later backward() in the same function; an attribute (`self.log_probs`,
+    `policy.log_probs`) any backward() in the checked files that uses that attribute."""
+    attribute = "." + holder.rsplit(".", 1)[1] if "." in holder else None
     function = ctx.function_of(after)
-    for call in ctx.calls_named("backward", "manual_backward"):
-        if call.node.start_byte < after.end_byte or ctx.function_of(call.node) is not function:
-            continue
-        loss = call.receiver if not call.args else call.args[0]
-        for _ in range(3):
-            if loss is None:
-                break
-            if mentions(loss, holder):
+    for fm in ctx.project.files if attribute else [ctx.file]:
+        other = Context(ctx.project, fm, ctx.rule)
+        for call in other.calls_named("backward", "manual_backward"):
+            if attribute is None and (call.node.start_byte < after.end_byte
+                                      or ctx.function_of(call.node) is not function):
+                continue
+            loss = call.receiver if not call.args else call.args[0]
+            if loss is not None and _uses(other, loss, call.node, holder, attribute):
                 return True
-            latest = ctx.latest_binding(loss, call.node) if loss.type == "identifier" else None
-            loss = latest[1] if latest is not None else None
+    return False
+
+
+def _uses(ctx: Context, expr: Node, at: Node, holder: str, attribute: str | None) -> bool:
+    """Whether `expr`, or what the names in it were last assigned (three hops), mentions
+    the holder (or, for attributes, any `x.<attribute>`)."""
+    frontier = [(expr, at)]
+    for _ in range(3):
+        following = []
+        for node, where in frontier:
+            if mentions(node, holder) or (attribute and attribute.encode() in node.text):
+                return True
+            for name in identifiers(node):
+                latest = ctx.latest_binding(name, where)
+                if latest is not None and latest[1] is not None:
+                    following.append((latest[1], latest[0]))
+        frontier = following
     return False
 
 
@@ -153,7 +171,7 @@ def _persists(ctx: Context, holder: Node | None, at: Node, numeric: bool) -> boo
         return False
     bindings = ctx.symbols.bindings_of(holder)
     if not bindings:
-        return False
+        return _object_attribute_persists(ctx, holder, at, numeric)
     made = [value for _, value in bindings if value is not None and _is_start(ctx, value, numeric)]
     if not made:
         return False
@@ -166,6 +184,34 @@ def _persists(ctx: Context, holder: Node | None, at: Node, numeric: bool) -> boo
     function = ctx.function_of(at)
     local = any(function.contains(target) for target, _ in bindings)
     return (holder.type == "attribute" or not local) and bool(ctx.repeats(at))
+
+
+def _object_attribute_persists(ctx: Context, holder: Node, at: Node, numeric: bool) -> bool:
+    """`tracker.losses` where `tracker` is an object of a checked-file class whose methods
+    set `self.losses = []`: it persists as long as `tracker` does."""
+    owner = holder.child_by_field_name("object") if holder.type == "attribute" else None
+    if owner is None or owner.type != "identifier":
+        return False
+    cls = ctx.project.project_class(ctx.type_of(owner), ctx.file)
+    if cls is None:
+        return False
+    fm, region = cls
+    attribute = "self." + text(holder.child_by_field_name("attribute"))
+    inner = Context(ctx.project, fm, ctx.rule)
+    made = [value for _, value in fm.symbols.bindings.get((region, attribute), ())
+            if value is not None and _is_start(inner, value, numeric)]
+    return bool(made) and _persists_name(ctx, owner, at)
+
+
+def _persists_name(ctx: Context, name: Node, at: Node) -> bool:
+    """Whether the object a name holds is the same across iterations of the loop around
+    `at` (not re-created inside it)."""
+    loops = ctx.loops_around(at)
+    bindings = ctx.symbols.bindings_of(name) or []
+    if loops:
+        return not any(loops[0].contains(target) for target, _ in bindings)
+    return bool(ctx.repeats(at)) and not any(ctx.function_of(at).contains(target)
+                                             for target, _ in bindings)
 
 
 def _is_start(ctx: Context, value: Node, numeric: bool) -> bool:
