@@ -58,6 +58,8 @@ class ClipScaledGradients(Rule):
                 continue
             function = ctx.function_of(clip.node)
             loops = ctx.loops_around(clip.node)
+            if not loops and function.kind != "function":
+                continue  # module level outside loops: no iteration to pair within
             scope = loops[0].body if loops else function.node  # one iteration's code
             here = [c for c in ctx.calls_in(scope) if ctx.function_of(c.node) is function]
             scaled = [c for c in here if c.node.end_byte <= clip.node.start_byte

@@ -58,6 +58,8 @@ class ClipBeforeBackward(Rule):
             if not (ctx.qualname(clip.func) or "").startswith("torch.nn.utils."):
                 continue
             scope = _iteration(ctx, clip.node)
+            if scope is None:
+                continue
             function = ctx.function_of(clip.node)
             later = [c.node.start_byte for c in ctx.calls_in(scope)
                      if ctx.function_of(c.node) is function and _runs_backward(ctx, c)]
@@ -68,10 +70,14 @@ class ClipBeforeBackward(Rule):
                                   "gradients and the new ones are applied unclipped")
 
 
-def _iteration(ctx: Context, node: Node) -> Node:
-    """The body that runs once per iteration around `node` (its function when no loop)."""
+def _iteration(ctx: Context, node: Node) -> Node | None:
+    """The body that runs once per iteration around `node`: its innermost loop's, else its
+    function's (None at module level outside loops, where "one iteration" means nothing)."""
     loops = ctx.loops_around(node)
-    return loops[0].body if loops else ctx.function_of(node).node
+    if loops:
+        return loops[0].body
+    function = ctx.function_of(node)
+    return function.node if function.kind == "function" else None
 
 
 def _step_between(ctx: Context, scope: Node, start: int, end: int) -> bool:

@@ -115,7 +115,9 @@ def _iteration_runs_backward(ctx: Context, node: Node) -> bool:
     if ctx.grad_disabled(node):
         return False
     loops = ctx.loops_around(node)
-    scope = loops[0].body if loops else ctx.function_of(node).node
     function = ctx.function_of(node)
+    if not loops and function.kind != "function":
+        return False  # module level outside loops: no iteration to speak of
+    scope = loops[0].body if loops else function.node
     return any(ctx.is_backward(c) and ctx.function_of(c.node) is function
                for c in ctx.calls_in(scope))
