@@ -106,35 +106,48 @@ def _feeds_backward(ctx: Context, holder: str, after: Node) -> bool:
     REINFORCE over an episode): keeping the graph is then the point. A local name must feed
     a later backward() in the same function; an attribute (`self.log_probs`,
     `policy.log_probs`) any backward() in the checked files that uses that attribute."""
-    attribute = "." + holder.rsplit(".", 1)[1] if "." in holder else None
+    if "." in holder:
+        return holder.rsplit(".", 1)[1] in _attributes_fed_to_backward(ctx)
     function = ctx.function_of(after)
-    for fm in ctx.project.files if attribute else [ctx.file]:
-        other = Context(ctx.project, fm, ctx.rule)
-        for call in other.calls_named("backward", "manual_backward"):
-            if attribute is None and (call.node.start_byte < after.end_byte
-                                      or ctx.function_of(call.node) is not function):
-                continue
+    for call in ctx.calls_named("backward", "manual_backward"):
+        if call.node.start_byte >= after.end_byte and ctx.function_of(call.node) is function:
             loss = call.receiver if not call.args else call.args[0]
-            if loss is not None and _uses(other, loss, call.node, holder, attribute):
+            if loss is not None and any(mentions(node, holder)
+                                        for node in _sources(ctx, loss, call.node)):
                 return True
     return False
 
 
-def _uses(ctx: Context, expr: Node, at: Node, holder: str, attribute: str | None) -> bool:
-    """Whether `expr`, or what the names in it were last assigned (three hops), mentions
-    the holder (or, for attributes, any `x.<attribute>`)."""
-    frontier = [(expr, at)]
+def _attributes_fed_to_backward(ctx: Context) -> set[str]:
+    """Attribute names used in what any backward() in the checked files differentiates."""
+    key = ("tv001_backward_attributes",)
+    if key not in ctx.project.memo:
+        found: set[str] = set()
+        for fm in ctx.project.files:
+            other = Context(ctx.project, fm, ctx.rule)
+            for call in other.calls_named("backward", "manual_backward"):
+                loss = call.receiver if not call.args else call.args[0]
+                for node in _sources(other, loss, call.node) if loss is not None else ():
+                    found |= {text(n) for n in identifiers(node)
+                              if n.parent is not None and n.parent.type == "attribute"
+                              and n.parent.child_by_field_name("attribute") == n}
+        ctx.project.memo[key] = found
+    return ctx.project.memo[key]
+
+
+def _sources(ctx: Context, expr: Node, at: Node) -> list[Node]:
+    """`expr` and what the names in it were last assigned, three hops back."""
+    found, frontier = [], [(expr, at)]
     for _ in range(3):
         following = []
         for node, where in frontier:
-            if mentions(node, holder) or (attribute and attribute.encode() in node.text):
-                return True
+            found.append(node)
             for name in identifiers(node):
                 latest = ctx.latest_binding(name, where)
                 if latest is not None and latest[1] is not None:
                     following.append((latest[1], latest[0]))
         frontier = following
-    return False
+    return found
 
 
 def _container(target: Node | None) -> Node | None:
