@@ -72,9 +72,11 @@ class EpochSchedulerPerBatch(Rule):
             if body is None or schedulers.is_conditional(step.node, body):
                 continue
             name = qual.rsplit(".", 1)[-1]
+            effect = ("its patience counts noisy batches, so the rate is cut almost at once"
+                      if name == "ReduceLROnPlateau" else
+                      "the learning rate decays hundreds of times too fast")
             yield ctx.finding(step.node, f"`{ctx.text(step.node)}` runs every batch but "
-                              f"this {name} counts epochs: the learning rate decays "
-                              "hundreds of times too fast")
+                              f"this {name} counts epochs: {effect}")
 
 
 def _counts_epochs(ctx: Context, qual: str, built: Call) -> bool:
