@@ -42,7 +42,8 @@ class BackwardWithoutGrad(Rule):
             loss.backward()
             optimizer.step()
     Known limits:
-        A loss passed in as a parameter is not followed; calls are followed one level. `torch.enable_grad()` (or
+        A closure defined in a no_grad function is not reported (it runs where it is
+        called). A loss passed in as a parameter is not followed; calls are followed one level. `torch.enable_grad()` (or
         `set_grad_enabled(True)`) inside the disabled region turns gradients back on and
         is respected.
     """
@@ -55,7 +56,8 @@ class BackwardWithoutGrad(Rule):
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         for call in ctx.calls_named("backward", "manual_backward"):
-            if not ctx.is_backward(call) or not ctx.grad_disabled(call.node):
+            if not ctx.is_backward(call) or not ctx.grad_disabled(call.node) or \
+                    _closure_of_disabled(ctx, call.node):
                 continue
             if _computed_without_grad(ctx, _loss_of(ctx, call), call.node):
                 yield ctx.finding(call.node, f"`{ctx.text(call.node)}` runs with gradients "
@@ -96,6 +98,22 @@ def _own_backward(ctx: Context, ref: FunctionRef) -> str | None:
                                  inner.latest_binding(loss, candidate.node)):
             return f"{ref.file.path} line {candidate.line}"
     return None
+
+
+def _closure_of_disabled(ctx: Context, node: Node) -> bool:
+    """A nested function (an optimizer closure) whose no_grad comes from the function it is
+    defined in: it runs when it is called (`LBFGS.step` re-enables gradients), not there."""
+    own = ctx.function_of(node)
+    if own.kind != "function" or ctx.function_of(own.node).kind != "function":
+        return False
+    for region in ctx.index.region_at(node).ancestors():
+        if region is own:
+            return True
+        if region.kind == "with" and any(
+                ctx.qualname(c.func) in kinds.NO_GRAD_CONTEXTS
+                for c in ctx.calls_in(region.node.child(1))):
+            return False
+    return True
 
 
 def _enables_grad(ctx: Context, node: Node) -> bool:
