@@ -5,8 +5,11 @@ Layers, bottom up (none imports torch; none runs the checked code):
   index.py     per-file index from one tree-sitter query: regions, calls, assignments
   symbols.py   import aliases, qualified names, single-assignment tracking
   kinds.py     which library names are optimizers, models, losses, loaders
-  project.py   types of values and the call graph across the checked files
+  files.py     a checked file (index + symbols + module name), references to functions
+  typeflow.py  types of values (constructors, assignments, returns, call-site arguments)
+  project.py   all checked files: classes, the call graph across them (+ typeflow)
   training.py  backward/step/zero_grad, training loops, repetition, no_grad context
+  graph.py, activations.py, loaders.py, ...   shared analyses some rules need
   context.py   the `Context` a rule's `check()` receives
   rule.py, registry.py   the Rule base class and auto-discovery of tvis_tui/check/rules/
   engine.py, config.py, report.py, docs.py   running, pyproject config, output, --explain
