@@ -27,11 +27,11 @@ def step_and_reset(optimizer):
 
 def validate(model, loader):
     model.eval()
-    return run_batches(model, loader)
+    return run_batches(model, loader)  # expect: TV008
 
 
 def run_batches(model, loader):
-    return [model(x).argmax(1) for x, _ in loader]  # known-miss: TV008
+    return [model(x).argmax(1) for x, _ in loader]
 
 
 def fit_lbfgs(model, x, y):

@@ -40,8 +40,8 @@ class EvalWithoutNoGrad(Rule):
             for x, y in val_loader:
                 correct += (model(x).argmax(1) == y).sum().item()
     Known limits:
-        Needs the `model.eval()` call and the loop in the same function; the forward pass
-        may be in a helper the loop hands the model to. Loops that
+        Follows the model one call deep: into a helper the loop hands it to, or a helper
+        called after `eval()` that loops over batches itself. Loops that
         compute gradients on purpose (adversarial examples, saliency) run backward() and
         are not reported. A model frozen with `requires_grad_(False)` is not reported.
     """
@@ -65,15 +65,55 @@ class EvalWithoutNoGrad(Rule):
                         not _grad_turned_off(ctx, function, model, loop):
                     yield ctx.finding(forward.node, f"`{model}` is evaluated in a loop with "
                                       "autograd on: wrap the loop in torch.no_grad()")
+            for call, helper in _evaluating_helpers(ctx, switch, function):
+                yield ctx.finding(call.node, f"`{helper}` evaluates `{model}` in a loop with "
+                                  "autograd on: wrap the loop in torch.no_grad()")
 
 
-def _loops_after(ctx: Context, switch: Call, function: Region) -> list[Node]:
-    """Outermost loops and comprehensions of `function` after `switch`, before `.train()`."""
+def _span(ctx: Context, switch: Call, function: Region) -> tuple[int, int]:
+    """From `model.eval()` to the next `model.train()` in the same function (or its end)."""
     model = ctx.text(switch.receiver)
     ends = [c.node.start_byte for c in ctx.calls_named("train")
             if ctx.text(c.receiver) == model and c.node.start_byte > switch.node.end_byte
             and ctx.function_of(c.node) is function]
-    start, stop = switch.node.end_byte, min(ends, default=function.end)
+    return switch.node.end_byte, min(ends, default=function.end)
+
+
+def _evaluating_helpers(ctx: Context, switch: Call, function: Region) -> list[tuple[Call, str]]:
+    """Calls after `model.eval()`, outside any loop, of a checked-file helper that is handed
+    the model and runs it in a loop of its own with autograd on (`run_batches(model, ...)`)."""
+    model = ctx.text(switch.receiver)
+    start, stop = _span(ctx, switch, function)
+    found = []
+    for call in ctx.calls_in(function.node):
+        if not start <= call.node.start_byte < stop or ctx.loops_around(call.node) or \
+                ctx.function_of(call.node) is not function or ctx.grad_disabled(call.node):
+            continue
+        if call.name in ctx.project.functions and any(
+                ctx.text(arg) == model for arg in [*call.args, *call.kwargs.values()]):
+            for ref in ctx.project.callees(ctx.file, call):
+                if _helper_loops_over(ctx, call, ref, model):
+                    found.append((call, ref.region.name))
+                    break
+    return found
+
+
+def _helper_loops_over(ctx: Context, call: Call, ref: FunctionRef, model: str) -> bool:
+    inner = Context(ctx.project, ref.file, ctx.rule)
+    received = _received(ctx, call, ref, model)
+    if any(c.method == "eval" and inner.text(c.receiver) in received
+           for c in inner.calls_in(ref.region.node)):
+        return False  # the helper switches to eval itself: reported there
+    loops = [loop.node for loop in ref.file.index.loops if ref.region.contains(loop.node)]
+    loops += [c for c in ref.file.index.comprehensions if ref.region.contains(c)]
+    return any(_runs(inner, c, name) and not inner.grad_disabled(c.node)
+               and not inner.reaches(loop, trains_directly)
+               for loop in loops for c in inner.calls_in(loop) for name in received)
+
+
+def _loops_after(ctx: Context, switch: Call, function: Region) -> list[Node]:
+    """Outermost loops and comprehensions of `function` after `switch`, before `.train()`."""
+    start, stop = _span(ctx, switch, function)
     candidates = sorted([loop.node for loop in ctx.index.loops] + ctx.index.comprehensions,
                         key=lambda n: (n.start_byte, -n.end_byte))
     found: list[Node] = []
@@ -106,14 +146,19 @@ def _runs(ctx: Context, call: Call, model: str) -> bool:
 
 def _helper_runs_argument(ctx: Context, call: Call, ref: FunctionRef, model: str) -> bool:
     """Whether the helper calls the parameter that receives `model` at this call site."""
+    received = _received(ctx, call, ref, model)
+    inner = Context(ctx.project, ref.file, ctx.rule)
+    return any(_runs(inner, c, name) and not inner.grad_disabled(c.node)
+               for c in ref.file.index.calls_in(ref.region.node) for name in received)
+
+
+def _received(ctx: Context, call: Call, ref: FunctionRef, model: str) -> set[str]:
+    """The helper's parameter names that receive `model` at this call site."""
     names = [name for name, _, _ in parameters(ref.region)]
     offset = 1 if ref.is_method else 0
     received = {names[i + offset] for i, arg in enumerate(call.args)
                 if ctx.text(arg) == model and i + offset < len(names)}
-    received |= {key for key, arg in call.kwargs.items() if ctx.text(arg) == model}
-    inner = Context(ctx.project, ref.file, ctx.rule)
-    return any(_runs(inner, c, name) and not inner.grad_disabled(c.node)
-               for c in ref.file.index.calls_in(ref.region.node) for name in received)
+    return received | {key for key, arg in call.kwargs.items() if ctx.text(arg) == model}
 
 
 def _grad_turned_off(ctx: Context, function: Region, model: str, loop: Node) -> bool:
