@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tvis_tui.check.findings import Severity
 from tvis_tui.errors import TvisError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, published as `tomli`
+    import tomli as tomllib
 
 KEYS = {"select", "ignore", "severity", "fail-on"}
 
