@@ -29,6 +29,7 @@ import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
 
 from tvis_tui.record.calls import CallLog, OpenCall
+from tvis_tui.record.data import DataCapture
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.sink import WriterThread
@@ -79,6 +80,7 @@ class Recorder:
         self.log = CallLog(self.writer, self.steps, max_bytes, self.memory, self.warn)
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
+        self.data = DataCapture(self)
         self.step_limit = step_limit
         self.warnings: list[str] = []
         self._pid = os.getpid()
@@ -107,6 +109,7 @@ class Recorder:
         self._wrap(torch.amp.GradScaler, "scale", self._grad_scale)
         self._wrap(torch, "compile", self._compile)
         self._wrap(torch.nn.Module, "compile", self._compile)
+        self.data.install(self._wrap)
         # torch warns that global hooks fire once more for an OptimizedModule: that note
         # concerns tvis's hooks, not the script, so it is not shown to the user.
         saved_filters = warnings.filters[:]

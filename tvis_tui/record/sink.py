@@ -96,6 +96,10 @@ class WriterThread:
     def put_source(self, *args: Any) -> None:
         self._submit(self._writer.put_source, *args)
 
+    def call(self, function: Callable[..., Any], *args: Any) -> None:
+        """Queue `function(run_writer, *args)`: how store extensions write (store/samples.py)."""
+        self._submit(function, self._writer, *args)
+
     def flush(self) -> None:
         self._submit(self._writer.flush)
         self._hand_over()

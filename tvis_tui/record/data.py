@@ -1,0 +1,160 @@
+"""The data half of a recording: samples, batches, tokenizer calls and predictions.
+
+`DataCapture` is installed by the Recorder next to its own hooks and writes through the
+same writer thread into the extension databases of tvis_tui.store.samples. It wraps:
+
+- torch's dataset fetchers' `fetch` (main process and workers alike; samples.py),
+- `_MultiProcessingDataLoaderIter._process_data`, to take worker results apart (workers.py),
+- `F.cross_entropy` / `F.nll_loss` (the loss modules call them), for predictions (decoding.py),
+- `builtins.__build_class__`, to watch tokenizer classes as they are defined (tokenizers.py).
+
+Observing draws no random numbers, makes no iterator, and hands the script the very
+objects torch produced; every value is copied when it is seen.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import itertools
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch.nn.functional as F
+import torch.utils.data.dataloader as dataloader_module
+from torch.utils.data._utils import fetch as fetch_module
+
+from tvis_tui.record import decoding, workers
+from tvis_tui.record.describe import Budget
+from tvis_tui.record.samples import BatchCapture, current, observed_fetch
+from tvis_tui.record.tokenizers import TokenizerWatch
+from tvis_tui.store import samples as store
+
+if TYPE_CHECKING:
+    from tvis_tui.record.recorder import Recorder
+
+BATCH_BYTES = 16 << 20
+"""Values and images kept per batch at most; past it samples keep statistics only."""
+
+TOKEN_CALLS_PER_STEP = 256
+"""Tokenizer calls recorded per step outside data loading (a logging loop may decode a lot)."""
+
+PREDICTION_LOSSES = ("cross_entropy", "nll_loss")
+
+
+class DataCapture:
+    def __init__(self, recorder: "Recorder") -> None:
+        self._rec = recorder
+        self._pid = os.getpid()
+        self._order = itertools.count(1)
+        self._tokens_in_step: dict[int, int] = {}
+        self._predicted_step = 0
+        self._dataset: Any = None
+        self._batch_size: int | None = None
+        self.tokens = TokenizerWatch(self._on_tokens, self._is_user_file,
+                                     lambda undo: recorder._undo.append(undo))
+
+    def install(self, wrap: Callable[[Any, str, Callable[..., Any]], None]) -> None:
+        wrap(builtins, "__build_class__", self.tokens.build_class)
+        for fetcher in (fetch_module._MapDatasetFetcher, fetch_module._IterableDatasetFetcher):
+            wrap(fetcher, "fetch", self._fetch)
+        wrap(dataloader_module._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
+        for name in PREDICTION_LOSSES:
+            wrap(F, name, functools.partial(self._loss, name))
+
+    def _is_user_file(self, path: str) -> bool:
+        return self._rec.sites.user_path(path) is not None
+
+    def _budget(self) -> Budget:
+        return Budget(BATCH_BYTES, self._rec.log.slots.max_bytes)
+
+    def _open_batch_seq(self) -> int | None:
+        """The seq of the DataLoader call being recorded on this thread, if any."""
+        stack = self._rec.log.stack
+        if stack and stack[-1].record.kind == "data" and self._rec._active():
+            return stack[-1].record.seq
+        return None
+
+    # -- fetching ------------------------------------------------------------------------
+
+    def _fetch(self, original: Callable[..., Any], fetcher: Any, index: Any) -> Any:
+        if os.getpid() == self._pid:
+            seq = self._open_batch_seq()
+            if seq is None:
+                return original(fetcher, index)
+            batch, capture = observed_fetch(original, fetcher, index, self._budget(), self._rec._guard)
+            self._rec._guard(self._deliver, seq, capture.batch_record(), capture.samples, fetcher.dataset)
+            return batch
+        worker = workers.worker_id()
+        if worker is None:  # some other fork of the script: not ours to record
+            return original(fetcher, index)
+        batch, capture = observed_fetch(original, fetcher, index, self._budget(), workers.contain)
+        capture.worker = worker
+        return workers.Carrier(batch, {"batch": capture.batch_record(), "samples": capture.samples})
+
+    def _process_data(self, original: Callable[..., Any], iterator: Any, data: Any, worker: int) -> Any:
+        if not isinstance(data, workers.Carrier):
+            return original(iterator, data, worker)
+        result = original(iterator, data.batch, worker)
+        seq = self._open_batch_seq()
+        if seq is not None:
+            capture = data.capture
+            self._rec._guard(self._deliver, seq, capture["batch"], capture["samples"],
+                             getattr(iterator, "_dataset", None))
+        return result
+
+    def _deliver(self, seq: int, batch: dict[str, Any], samples: list[dict[str, Any]], dataset: Any) -> None:
+        step = self._rec.steps.step
+        batch = {**batch, "seq": seq, "step": step, "dataset": type(dataset).__name__}
+        self._dataset, self._batch_size = dataset, len(samples) or None
+        self._rec.writer.call(store.put_batch, batch)
+        for sample in samples:
+            self._rec.writer.call(store.put_sample, seq, sample)
+        for obj in vars(dataset).values() if hasattr(dataset, "__dict__") else ():
+            self.tokens.consider(obj)  # a tokenizer the dataset holds
+
+    # -- tokenizers ----------------------------------------------------------------------
+
+    def _on_tokens(self, tok: Any, make: Callable[[], dict[str, Any]]) -> None:
+        capture: BatchCapture | None = current.capture
+        if capture is not None:
+            entry = capture.guard(make)
+            if entry is not None:
+                capture.on_tokens(entry)
+            return
+        if os.getpid() != self._pid or not self._rec._active():
+            return
+        step = self._rec.steps.step
+        count = self._tokens_in_step.get(step, 0)
+        if count < TOKEN_CALLS_PER_STEP:
+            self._tokens_in_step[step] = count + 1
+            self._rec._guard(self._put_tokens, step, make)
+
+    def _put_tokens(self, step: int, make: Callable[[], dict[str, Any]]) -> None:
+        entry = {**make(), "step": step, "after_seq": self._rec.log.last_seq}
+        self._rec.writer.call(store.put_tokens, next(self._order), entry)
+
+    # -- predictions ---------------------------------------------------------------------
+
+    def _loss(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if self._rec._active() and self._predicted_step != self._rec.steps.step:
+            self._predicted_step = self._rec.steps.step
+            self._rec._guard(self._predict, name, args, kwargs, sys._getframe(1))
+        return result
+
+    def _predict(self, name: str, args: tuple, kwargs: dict, frame: Any) -> None:
+        logits = args[0] if args else kwargs.get("input")
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        frames = decoding.user_frames(frame, self._is_user_file)
+        names, tokenizer = decoding.discover(frames, [self._dataset, *self._rec.names.roots()])
+        if tokenizer is None and self.tokens.last is not None:
+            tokenizer = self.tokens.last()
+        if tokenizer is not None:
+            self.tokens.consider(tokenizer)
+        record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
+                                      kwargs.get("ignore_index", -100))
+        if record is not None:
+            record.update(step=self._rec.steps.step, loss=f"F.{name}", after_seq=self._rec.log.last_seq)
+            self._rec.writer.call(store.put_prediction, record)

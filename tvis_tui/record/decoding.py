@@ -1,0 +1,183 @@
+"""What the model predicted, in words: top-k class names, or argmax tokens as text.
+
+At the first classification loss of a step (cross-entropy or NLL, functional or module
+form: the modules call the functional ones), the logits and targets are read, never
+written. The vocabulary comes from what the script itself has: class names from the
+dataset (`classes`, `class_to_idx`, `id2label`, also on a dataset it wraps), the model's
+`config.id2label`, or a variable of the script (`classes`, `class_names`, `id2label`,
+...); a tokenizer from the script's variables or the one it used last. When the tokenizer's
+vocabulary matches the number of logits, predictions are decoded as text, else as classes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import FrameType
+from typing import Any, Callable, Iterable
+
+import torch
+
+from tvis_tui.record.tokenizers import looks_like_tokenizer, vocab_size
+
+TOP_K = 5
+MAX_SAMPLES = 64
+"""Samples of a batch whose predictions are stored."""
+
+MAX_TEXT = 512
+
+NAME_ATTRS = ("classes", "class_names", "CLASSES", "CLASS_NAMES", "label_names", "categories",
+              "idx_to_class", "id2label", "class_to_idx", "label2id")
+"""Attribute and variable names that hold class names (a list, or a map either way)."""
+
+WRAPPED = ("dataset", "base", "data_source")
+
+
+def class_names(value: Any) -> list[str] | None:
+    """A list of names indexed by class, from a list of names or a map either way."""
+    if isinstance(value, (list, tuple)) and len(value) >= 2 and all(isinstance(v, str) for v in value):
+        return list(value)
+    if isinstance(value, dict) and len(value) >= 2:
+        items = list(value.items())
+        if all(isinstance(k, str) and isinstance(v, int) for k, v in items):
+            items = [(v, k) for k, v in items]
+        if all(isinstance(k, int) and isinstance(v, str) for k, v in items) and min(k for k, _ in items) >= 0:
+            names = [str(i) for i in range(max(k for k, _ in items) + 1)]
+            for k, v in items:
+                names[k] = v
+            return names
+    return None
+
+
+def _static(obj: Any, name: str) -> Any:
+    """An attribute without running a property (user code) to get it."""
+    try:
+        value = inspect.getattr_static(obj, name)
+    except AttributeError:
+        return None
+    return None if isinstance(value, (property, staticmethod, classmethod)) else value
+
+
+def names_of(obj: Any, depth: int = 0) -> list[str] | None:
+    """Class names held by a dataset (or one it wraps) or a model's config."""
+    if obj is None:
+        return None
+    for attr in NAME_ATTRS:
+        names = class_names(_static(obj, attr))
+        if names:
+            return names
+    config = _static(obj, "config")
+    if config is not None and depth < 2:
+        names = names_of(config, depth + 1)
+        if names:
+            return names
+    for attr in WRAPPED if depth < 3 else ():
+        inner = _static(obj, attr)
+        if inner is not None and inner is not obj:
+            names = names_of(inner, depth + 1)
+            if names:
+                return names
+    return None
+
+
+def user_frames(frame: FrameType | None, is_user_file: Callable[[str], bool]) -> list[FrameType]:
+    out = []
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+def _namespace(frames: Iterable[FrameType]) -> Iterable[tuple[str, Any]]:
+    for frame in frames:
+        yield from list(frame.f_locals.items())
+    for frame in frames:
+        yield from list(frame.f_globals.items())
+
+
+def discover(frames: list[FrameType], objects: Iterable[Any]) -> tuple[list[str] | None, Any]:
+    """(class names, tokenizer) from the given objects (datasets, models) first, then the
+    variables of the script's frames, innermost first."""
+    names = next((n for n in map(names_of, objects) if n), None)
+    tokenizer = None
+    for key, value in _namespace(frames):
+        if names is None and key in NAME_ATTRS:
+            names = class_names(value)
+        if tokenizer is None and not key.startswith("__") and looks_like_tokenizer(value):
+            tokenizer = value
+        if names is not None and tokenizer is not None:
+            break
+    return names, tokenizer
+
+
+def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: Any,
+                batch_size: int | None, ignore_index: int = -100) -> dict[str, Any] | None:
+    """Per-sample predictions beside the targets, or None when `logits` are not logits."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 2 or not logits.is_floating_point():
+        return None
+    with torch.no_grad():
+        x = logits.detach()
+        if x.dim() > 2:  # (N, C, d1, ...) -> (N, d1, ..., C)
+            x = x.movedim(1, -1)
+        t = target.detach() if isinstance(target, torch.Tensor) else None
+        vocab = vocab_size(tokenizer) if tokenizer is not None else None
+        if tokenizer is not None and vocab == x.shape[-1]:
+            return _as_text(x, t, tokenizer, batch_size, ignore_index)
+        return _as_classes(x.reshape(-1, x.shape[-1]), t, names)
+
+
+def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None) -> dict[str, Any]:
+    n = min(x.shape[0], MAX_SAMPLES)
+    probs = torch.softmax(x[:n].float(), dim=-1)
+    p, idx = probs.topk(min(TOP_K, x.shape[-1]), dim=-1)
+    labels = _targets(t, n, x.shape[-1])
+    label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
+    rows = []
+    for row, (ps, ids) in enumerate(zip(p.tolist(), idx.tolist())):
+        entry: dict[str, Any] = {"top": [[label(i), i, round(q, 6)] for q, i in zip(ps, ids)]}
+        if labels is not None:
+            entry["target"], entry["target_index"] = label(labels[row]), labels[row]
+            entry["correct"] = ids[0] == labels[row]
+        rows.append(entry)
+    return {"kind": "classes", "names": names is not None, "classes": x.shape[-1], "samples": rows}
+
+
+def _targets(t: torch.Tensor | None, n: int, classes: int) -> list[int] | None:
+    if t is None:
+        return None
+    if t.is_floating_point() and t.dim() >= 1 and t.shape[-1] == classes:  # probabilities
+        return t.reshape(-1, classes)[:n].argmax(-1).tolist()
+    if not t.is_floating_point() and t.numel() >= n:
+        return t.reshape(-1)[:n].tolist()
+    return None
+
+
+def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, batch_size: int | None,
+             ignore_index: int) -> dict[str, Any]:
+    """Tokens per sample: a flattened (B*T, V) is reshaped by the batch size of the step."""
+    if x.dim() == 2 and batch_size and x.shape[0] % batch_size == 0:
+        x = x.reshape(batch_size, -1, x.shape[-1])
+    if x.dim() == 2:
+        x = x.unsqueeze(0)
+    x = x.reshape(x.shape[0], -1, x.shape[-1])
+    pred = x[:MAX_SAMPLES].argmax(-1)
+    tgt = t.reshape(x.shape[0], -1)[:MAX_SAMPLES] if t is not None and t.numel() == x.shape[0] * x.shape[1] else None
+    rows = []
+    for b in range(pred.shape[0]):
+        ids = pred[b].tolist()
+        entry: dict[str, Any] = {"predicted": _decode(tokenizer, ids), "predicted_ids": ids}
+        if tgt is not None:
+            want = tgt[b].tolist()
+            kept = [i for i in want if i != ignore_index]
+            entry.update(target=_decode(tokenizer, kept), target_ids=want,
+                         accuracy=sum(p == w for p, w in zip(ids, want) if w != ignore_index) / max(len(kept), 1))
+        rows.append(entry)
+    return {"kind": "tokens", "tokenizer": type(tokenizer).__name__, "samples": rows}
+
+
+def _decode(tokenizer: Any, ids: list[int]) -> str | None:
+    try:
+        text = tokenizer.decode(ids)
+    except Exception:  # a tokenizer that wants another input type: the ids still show
+        return None
+    return text[:MAX_TEXT] if isinstance(text, str) else None

@@ -1,0 +1,115 @@
+"""Recognising images among sample values and making a drawable copy of them.
+
+Forms recognised: PIL images; uint8 H x W and H x W x C numpy arrays; C x H x W tensors or
+arrays (C = 1, 3 or 4, float or uint8), and N x C x H x W with the N images side by side.
+The drawable copy is uint8 H x W x C; float values in [0, 1] are scaled by 255, values
+already in [0, 255] kept, anything else (a normalised image) stretched from its own
+[lo, hi]. Everything works on copies: the value the script holds is never touched.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+MIN_SIDE = 4
+"""Smaller than this on a side is a vector or a feature map, not a picture."""
+
+MAX_PIXELS = 512 * 512
+"""Bigger images are subsampled by a whole stride (no RNG, no interpolation)."""
+
+MAX_TILES = 8
+"""N x C x H x W values show at most this many images side by side."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageView:
+    pixels: np.ndarray  # uint8, H x W x C
+    layout: str  # how the value held it: "PIL RGB", "HWC", "CHW", "NCHW", ...
+    lo: float  # the value drawn as 0
+    hi: float  # the value drawn as 255
+    stride: int  # subsampling applied to fit MAX_PIXELS
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"shape": list(self.pixels.shape), "data": self.pixels.tobytes(), "layout": self.layout,
+                "lo": self.lo, "hi": self.hi, "stride": self.stride}
+
+
+def is_pil(value: Any) -> bool:
+    pil = sys.modules.get("PIL.Image")  # never import PIL for a script that does not
+    return pil is not None and isinstance(value, pil.Image)
+
+
+def image_view(value: Any) -> ImageView | None:
+    """A drawable copy of `value` if it looks like an image, else None."""
+    if is_pil(value):
+        return _from_pil(value)
+    if isinstance(value, torch.Tensor):
+        if value.is_meta or value.layout != torch.strided or value.is_complex():
+            return None
+        with torch.no_grad():
+            x = value.detach().cpu()
+            x = x.float() if x.is_floating_point() else x.to(torch.uint8) if x.dtype == torch.bool else x
+        arr = x.numpy()
+    elif isinstance(value, np.ndarray):
+        arr = value
+    else:
+        return None
+    if arr.dtype.kind not in "biuf":
+        return None
+    return _from_array(arr)
+
+
+def _from_pil(img: Any) -> ImageView:
+    mode = img.mode
+    if mode not in ("L", "RGB", "RGBA"):
+        img = img.convert("RGBA" if "A" in mode else "RGB")
+    pixels = np.asarray(img, dtype=np.uint8)
+    if pixels.ndim == 2:
+        pixels = pixels[:, :, None]
+    return _fit(pixels, f"PIL {mode}", 0.0, 255.0)
+
+
+def _from_array(arr: np.ndarray) -> ImageView | None:
+    shape = arr.shape
+    channels = (1, 3, 4)
+    if arr.ndim == 2 and arr.dtype == np.uint8 and min(shape) >= MIN_SIDE:
+        return _scaled(arr[:, :, None], "HW")
+    if arr.ndim == 3 and shape[0] in channels and min(shape[1:]) >= MIN_SIDE:
+        return _scaled(arr.transpose(1, 2, 0), "CHW")
+    if arr.ndim == 3 and shape[2] in channels and min(shape[:2]) >= MIN_SIDE:
+        return _scaled(arr, "HWC")
+    if arr.ndim == 4 and shape[1] in channels and min(shape[2:]) >= MIN_SIDE and shape[0] >= 1:
+        tiles = arr[:MAX_TILES].transpose(0, 2, 3, 1)  # N H W C
+        return _scaled(np.concatenate(list(tiles), axis=1), "NCHW")
+    return None
+
+
+def _scaled(hwc: np.ndarray, layout: str) -> ImageView:
+    if hwc.dtype == np.uint8:
+        return _fit(np.ascontiguousarray(hwc), layout, 0.0, 255.0)
+    f = np.asarray(hwc, dtype=np.float64)
+    finite = f[np.isfinite(f)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if lo >= 0.0 and hi <= 1.0:
+        lo, hi = 0.0, 1.0
+    elif lo >= 0.0 and hi <= 255.0 and hwc.dtype.kind in "iu":
+        lo, hi = 0.0, 255.0
+    span = hi - lo if hi > lo else 1.0
+    pixels = np.nan_to_num((f - lo) * (255.0 / span), nan=0.0, posinf=255.0, neginf=0.0)
+    return _fit(np.clip(pixels, 0, 255).astype(np.uint8), layout, lo, hi)
+
+
+def _fit(pixels: np.ndarray, layout: str, lo: float, hi: float) -> ImageView:
+    h, w = pixels.shape[:2]
+    stride = 1
+    while (h // stride) * (w // stride) > MAX_PIXELS:
+        stride += 1
+    if stride > 1:
+        pixels = pixels[::stride, ::stride]
+    # Always a copy: the pixels may be a view of the script's own array.
+    return ImageView(np.array(pixels, dtype=np.uint8, order="C"), layout, lo, hi, stride)

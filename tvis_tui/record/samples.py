@@ -1,0 +1,162 @@
+"""Watching one DataLoader fetch: which indices, what each sample was, how it was collated.
+
+torch's fetchers (`_MapDatasetFetcher`, `_IterableDatasetFetcher`) do the same work in the
+main process and in worker processes: take the indices the sampler already drew, get each
+item from the dataset, collate. `observed_fetch` runs the real `fetch` with the fetcher's
+dataset (or dataset iterator) swapped for a pass-through proxy for the length of the call, so the indices are read, never drawn again, and every item is seen as
+the dataset returned it, together with the transform stages that made it (transforms.py);
+tokenizer calls made while collating belong to the batch.
+The dataset itself is only touched for its transform attributes (put back at the end).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from tvis_tui.record import transforms
+from tvis_tui.record.describe import Budget, describe
+
+Guard = Callable[..., Any]
+"""Runs a capture step, containing its errors (the recorder's guard in the main process)."""
+
+MAX_INDEX_ITEMS = 4096
+"""Sampler indices kept per batch; a batch is rarely bigger."""
+
+
+class BatchCapture:
+    """What one fetch produced besides the batch itself (MessagePack-ready maps)."""
+
+    def __init__(self, indices: Any, collate: Any, budget: Budget, guard: Guard) -> None:
+        self.indices = _indices(indices)
+        self.collate = transforms._name(collate)
+        self.samples: list[dict[str, Any]] = []
+        self.tokens: list[dict[str, Any]] = []  # tokenizer calls outside any one sample
+        self.transforms: list[dict[str, Any]] = []  # transform calls outside any one sample
+        self.budget = budget
+        self.guard = guard
+        self.sample: dict[str, Any] | None = None  # the sample being produced now
+        self.worker: int | None = None
+
+    def describe(self, value: Any) -> dict[str, Any]:
+        out = self.guard(describe, value, self.budget)
+        return out if out is not None else {"kind": "repr", "repr": "<not recorded>"}
+
+    def on_transform(self, entry: dict[str, Any]) -> None:
+        target = self.sample.setdefault("transforms", []) if self.sample is not None else self.transforms
+        target.append(entry)
+
+    def on_tokens(self, entry: dict[str, Any]) -> None:
+        target = self.sample.setdefault("tokens", []) if self.sample is not None else self.tokens
+        target.append(entry)
+
+    def begin_sample(self, index: Any) -> dict[str, Any]:
+        sample = {"position": len(self.samples), "index": _index(index)}
+        self.samples.append(sample)
+        self.sample = sample
+        return sample
+
+    def batch_record(self) -> dict[str, Any]:
+        return {"indices": self.indices, "collate": self.collate, "size": len(self.samples),
+                "worker": self.worker, "tokens": self.tokens, "transforms": self.transforms}
+
+
+class _Current(threading.local):
+    capture: BatchCapture | None = None
+
+
+current = _Current()
+"""The fetch being observed on this thread (tokenizer calls look here)."""
+
+
+def observed_fetch(original: Callable[..., Any], fetcher: Any, index: Any, budget: Budget,
+                   guard: Guard) -> tuple[Any, BatchCapture]:
+    """Run `original(fetcher, index)` unchanged and return (batch, what was seen)."""
+    capture = BatchCapture(index, fetcher.collate_fn, budget, guard)
+    iterable = "dataset_iter" in vars(fetcher)
+    source_attr = "dataset_iter" if iterable else "dataset"
+    source = getattr(fetcher, source_attr)
+    proxy = _IteratorProxy(source, capture) if iterable else _DatasetProxy(source, capture)
+    setattr(fetcher, source_attr, proxy)
+    current.capture = capture
+    try:
+        with transforms.observing(fetcher.dataset if iterable else source, capture.on_transform,
+                                  capture.describe):
+            batch = original(fetcher, index)
+    finally:
+        current.capture = None
+        setattr(fetcher, source_attr, source)
+    return batch, capture
+
+
+class _DatasetProxy:
+    """The fetcher's view of a map-style dataset: each item goes through `__getitem__`."""
+
+    def __init__(self, dataset: Any, capture: BatchCapture) -> None:
+        self._dataset, self._capture = dataset, capture
+
+    def __getitem__(self, index: Any) -> Any:
+        sample = self._capture.begin_sample(index)
+        try:
+            item = self._dataset[index]
+        finally:
+            self._capture.sample = None
+        sample["item"] = self._capture.describe(item)
+        return item
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._dataset, name)  # AttributeError as the dataset gives it
+        if name == "__getitems__" and value:
+            return self._getitems_of(value)
+        return value
+
+    def _getitems_of(self, getitems: Callable[..., Any]) -> Callable[..., Any]:
+        def getitems_observed(indices: Any) -> Any:
+            items = getitems(indices)
+            for index, item in zip(indices, items):
+                self._capture.begin_sample(index)["item"] = self._capture.describe(item)
+            self._capture.sample = None
+            return items
+        return getitems_observed
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+
+class _IteratorProxy:
+    """The fetcher's view of an iterable dataset's iterator (items have no index)."""
+
+    def __init__(self, iterator: Any, capture: BatchCapture) -> None:
+        self._iterator, self._capture = iterator, capture
+
+    def __iter__(self) -> "_IteratorProxy":
+        return self
+
+    def __next__(self) -> Any:
+        sample = self._capture.begin_sample(None)
+        try:
+            item = next(self._iterator)
+        except BaseException:
+            self._capture.samples.pop()  # the end of the data is not a sample
+            raise
+        finally:
+            self._capture.sample = None
+        sample["item"] = self._capture.describe(item)
+        return item
+
+
+def _index(index: Any) -> Any:
+    if isinstance(index, (int, str)) or index is None:
+        return index
+    if hasattr(index, "item") and getattr(index, "ndim", 1) == 0:
+        return index.item()
+    if isinstance(index, (list, tuple)):
+        return [_index(i) for i in index[:MAX_INDEX_ITEMS]]
+    return repr(index)[:80]
+
+
+def _indices(index: Any) -> Any:
+    """The sampler's indices for this batch (a list; one index when batching is off)."""
+    if isinstance(index, (list, tuple)):
+        return [_index(i) for i in index[:MAX_INDEX_ITEMS]]
+    return _index(index)

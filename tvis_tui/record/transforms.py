@@ -1,0 +1,140 @@
+"""Seeing a dataset's transform pipeline work: the value before it and after each stage.
+
+While one batch is fetched, each transform-like attribute of the dataset (`transform`,
+`target_transform`, `augment`, ...; also on a wrapped `.dataset`) is swapped for an
+observer that calls it with the same arguments and returns its result unchanged. When the
+transform holds its stages in a list or tuple attribute `transforms` (torchvision's
+Compose and RandomApply, or any object applying a list of callables), that list is swapped,
+for the duration of the call, for one whose items call the real stages the same way; so
+the pipeline's own logic runs as written and each stage output is seen in call order.
+Everything is put back when the fetch ends, also when it raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Iterator
+
+TRANSFORM_WORDS = ("transform", "augment", "preprocess")
+"""Instance attributes whose name holds one of these words are treated as transforms."""
+
+MAX_NESTING = 3
+WRAPPED_DATASET_ATTRS = ("dataset", "datasets", "base", "data_source")
+"""Where wrapper datasets (Subset, ConcatDataset, ...) keep the dataset they wrap."""
+
+
+def transform_owners(dataset: Any, depth: int = 0) -> Iterator[tuple[Any, str, Callable[..., Any]]]:
+    """(object, attribute, transform) for each transform the dataset (or one it wraps)
+    holds as an instance attribute."""
+    state = getattr(dataset, "__dict__", None)
+    if not isinstance(state, dict):
+        return
+    for name, value in list(state.items()):
+        lowered = name.lower()
+        if any(w in lowered for w in TRANSFORM_WORDS) and _is_callable_object(value):
+            yield dataset, name, value
+    if depth < MAX_NESTING:
+        for name in WRAPPED_DATASET_ATTRS:
+            inner = state.get(name)
+            for item in inner if isinstance(inner, (list, tuple)) else [inner]:
+                if item is not None and item is not dataset and hasattr(item, "__getitem__"):
+                    yield from transform_owners(item, depth + 1)
+
+
+def _is_callable_object(value: Any) -> bool:
+    return callable(value) and not inspect.isclass(value) and not isinstance(value, Observed)
+
+
+@contextlib.contextmanager
+def observing(dataset: Any, record: Callable[[dict[str, Any]], None],
+              describe: Callable[[Any], dict[str, Any]]) -> Iterator[None]:
+    """Observe the dataset's transforms while the block runs. `record` receives one map
+    per transform call: attribute, name, input, stages (name and value) and output."""
+    swapped: list[tuple[Any, str, Any]] = []
+    try:
+        for owner, attr, fn in transform_owners(dataset):
+            try:
+                setattr(owner, attr, Observed(fn, attr, record, describe))
+            except (AttributeError, TypeError):  # slots, read-only properties
+                continue
+            swapped.append((owner, attr, fn))
+        yield
+    finally:
+        for owner, attr, fn in reversed(swapped):
+            setattr(owner, attr, fn)
+
+
+class Observed:
+    """Stands in for a transform during a fetch; calls it exactly as the dataset would."""
+
+    def __init__(self, fn: Callable[..., Any], attr: str, record: Callable[[dict[str, Any]], None],
+                 describe: Callable[[Any], dict[str, Any]]) -> None:
+        self._fn, self._attr, self._record, self._describe = fn, attr, record, describe
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        entry: dict[str, Any] = {"attr": self._attr, "name": _name(self._fn),
+                                 "input": self._describe(_argument(args, kwargs)), "stages": []}
+        self._record(entry)
+        with _stages(self._fn, entry, self._describe, ""):
+            out = self._fn(*args, **kwargs)
+        if not entry["stages"]:
+            entry["output"] = self._describe(out)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fn, name)
+
+    def __repr__(self) -> str:
+        return repr(self._fn)
+
+
+class _Stage:
+    def __init__(self, fn: Callable[..., Any], entry: dict[str, Any],
+                 describe: Callable[[Any], dict[str, Any]], label: str, depth: int) -> None:
+        self._fn, self._entry, self._describe, self._label, self._depth = fn, entry, describe, label, depth
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with _stages(self._fn, self._entry, self._describe, self._label + "/", self._depth + 1):
+            out = self._fn(*args, **kwargs)
+        self._entry["stages"].append({"name": self._label, "value": self._describe(out)})
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fn, name)
+
+    def __repr__(self) -> str:
+        return repr(self._fn)
+
+
+@contextlib.contextmanager
+def _stages(fn: Any, entry: dict[str, Any], describe: Callable[[Any], dict[str, Any]],
+            prefix: str, depth: int = 0) -> Iterator[None]:
+    state = getattr(fn, "__dict__", None)
+    inner = state.get("transforms") if isinstance(state, dict) else None
+    if depth >= MAX_NESTING or type(inner) not in (list, tuple) or not all(map(callable, inner)):
+        yield
+        return
+    stages = type(inner)(_Stage(t, entry, describe, f"{prefix}{i}:{_name(t)}", depth)
+                         for i, t in enumerate(inner))
+    try:
+        fn.transforms = stages
+    except (AttributeError, TypeError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        fn.transforms = inner
+
+
+def _argument(args: tuple, kwargs: dict) -> Any:
+    if len(args) == 1 and not kwargs:
+        return args[0]
+    return {**{f"args[{i}]": a for i, a in enumerate(args)}, **kwargs}
+
+
+def _name(fn: Any) -> str:
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn):
+        return getattr(fn, "__qualname__", getattr(fn, "__name__", "function"))
+    return type(fn).__name__

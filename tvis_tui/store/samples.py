@@ -1,0 +1,106 @@
+"""The data half of a run: batches, the samples that formed them, tokenizer calls and
+decoded predictions. Extension databases of the run store (see docs/store-format.md).
+
+Records are MessagePack maps written through `RunWriter.put_record` and read through
+`RunReader.scan` / `get_record`; array values travel as raw little-endian bytes inside
+them (`value["values"]`, `value["image"]["data"]`). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+from tvis_tui.store import codec
+from tvis_tui.store.reader import RunReader
+from tvis_tui.store.writer import RunWriter
+
+BATCHES = b"batches"  # u64 seq of the DataLoader call -> batch record
+SAMPLES = b"samples"  # u64 batch seq + u32 position in the batch -> sample record
+TOKENS = b"tokens"  # u64 order (from 1) -> tokenizer call record
+PREDICTIONS = b"predictions"  # u32 step -> prediction record
+
+def sample_key(batch_seq: int, position: int) -> bytes:
+    return codec.u64(batch_seq) + codec.u32(position)
+
+
+# -- writing ---------------------------------------------------------------------------
+
+def put_batch(writer: RunWriter, record: dict[str, Any]) -> None:
+    writer.put_record(BATCHES, codec.u64(record["seq"]), record)
+
+
+def put_sample(writer: RunWriter, batch_seq: int, record: dict[str, Any]) -> None:
+    writer.put_record(SAMPLES, sample_key(batch_seq, record["position"]), record)
+
+
+def put_tokens(writer: RunWriter, order: int, record: dict[str, Any]) -> None:
+    writer.put_record(TOKENS, codec.u64(order), record)
+
+
+def put_prediction(writer: RunWriter, record: dict[str, Any]) -> None:
+    writer.put_record(PREDICTIONS, codec.u32(record["step"]), record)
+
+
+# -- reading ---------------------------------------------------------------------------
+
+def batches(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
+    """Batch records in call order (of one step, when given)."""
+    out = [codec.unpack(v) for _, v in reader.scan(BATCHES)]
+    return out if step is None else [b for b in out if b.get("step") == step]
+
+
+def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
+    return reader.get_record(BATCHES, codec.u64(seq))
+
+
+def samples(reader: RunReader, batch_seq: int) -> list[dict[str, Any]]:
+    """The samples of the batch drawn by DataLoader call `batch_seq`, in batch order."""
+    rows = reader.scan(SAMPLES, sample_key(batch_seq, 0), sample_key(batch_seq + 1, 0))
+    return [codec.unpack(v) for _, v in rows]
+
+
+def tokenizer_calls(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
+    """Tokenizer calls made outside data loading (those inside belong to a sample)."""
+    out = [codec.unpack(v) for _, v in reader.scan(TOKENS)]
+    return out if step is None else [t for t in out if t.get("step") == step]
+
+
+def predictions(reader: RunReader, step: int) -> dict[str, Any] | None:
+    return reader.get_record(PREDICTIONS, codec.u32(step))
+
+
+def all_predictions(reader: RunReader) -> list[dict[str, Any]]:
+    return [codec.unpack(v) for _, v in reader.scan(PREDICTIONS)]
+
+
+# -- values ----------------------------------------------------------------------------
+
+def array(value: dict[str, Any]) -> np.ndarray | None:
+    """The exact values of a "tensor" or "ndarray" sample value, when they were kept."""
+    raw = value.get("values")
+    if raw is None or value.get("values_dtype") is None:
+        return None
+    dtype = np.dtype(value["values_dtype"]).newbyteorder("<")
+    return np.frombuffer(raw, dtype=dtype).reshape(value["shape"])
+
+
+def image(value: dict[str, Any]) -> np.ndarray | None:
+    """A drawable uint8 H x W x C view (C = 1, 3 or 4) of an image-like value, else None."""
+    view = value.get("image")
+    if not view or view.get("data") is None:
+        return None
+    return np.frombuffer(view["data"], dtype=np.uint8).reshape(view["shape"])
+
+
+def to_json(value: Any) -> Any:
+    """A record with its bytes as base64 strings (for `tvis export`)."""
+    if isinstance(value, bytes):
+        return {"base64": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return value
