@@ -1,0 +1,100 @@
+"""Data capture: samples with their transform stages, worker batches, tokenizer calls and
+decoded predictions, read back through the store's sample API."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tvis_tui.store import samples as S
+
+SCRIPT = """
+import torch, sys
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+torch.manual_seed(0)
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = transforms
+    def __call__(self, x):
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+class Scale:
+    def __call__(self, x):
+        return x.float() / 255.0
+
+class Shift:
+    def __call__(self, x):
+        return x - 0.5
+
+class CharTok:
+    def __init__(self):
+        self.chars = "abcd"
+    def encode(self, text):
+        return [self.chars.index(c) for c in text]
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+
+class Images(Dataset):
+    classes = ["cat", "dog", "cow", "pig"]
+    def __init__(self):
+        self.images = torch.arange(8 * 3 * 8 * 8).reshape(8, 3, 8, 8).remainder(256).to(torch.uint8)
+        self.transform = Compose([Scale(), Shift()])
+        self.tok = CharTok()
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        ids = torch.tensor(self.tok.encode("abcd"[i % 4] * 2))
+        return self.transform(self.images[i]), i % 4, ids
+
+def collate(items):
+    return torch.stack([a for a, _, _ in items]), torch.tensor([b for _, b, _ in items])
+
+workers = int(sys.argv[1])
+loader = DataLoader(Images(), batch_size=4, shuffle=True, collate_fn=collate, num_workers=workers)
+model = nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    print(loss.item())
+"""
+
+
+def _check(run):
+    batches = S.batches(run)
+    assert len(batches) == 2 and batches[0]["collate"] == "collate" and batches[0]["step"] == 1
+    seen = set()
+    for batch in batches:
+        samples = S.samples(run, batch["seq"])
+        assert [s["index"] for s in samples] == batch["indices"] and len(samples) == 4
+        for s in samples:
+            seen.add(s["index"])
+            entry = s["transforms"][0]
+            assert entry["name"] == "Compose" and [st["name"] for st in entry["stages"]] == ["0:Scale", "1:Shift"]
+            raw = S.array(entry["input"])
+            assert raw.dtype == np.uint8 and raw.shape == (3, 8, 8)
+            shifted = S.array(entry["stages"][1]["value"])
+            np.testing.assert_allclose(shifted, raw.astype(np.float32) / 255 - 0.5, rtol=1e-6)
+            assert S.image(entry["input"]).shape == (8, 8, 3)
+            assert s["tokens"][0]["method"] == "encode" and s["tokens"][0]["ids"] == [s["index"] % 4] * 2
+    assert seen == set(range(8))
+    preds = S.all_predictions(run)
+    assert preds[0]["kind"] == "classes"
+    names = {p[0] for p in preds[0]["samples"][0]["top"]}
+    assert names <= {"cat", "dog", "cow", "pig"} and preds[0]["samples"][0]["target"] in names
+
+
+def test_samples_stages_tokens_predictions_in_process(run_inprocess):
+    code, run = run_inprocess(SCRIPT, "0")
+    assert code == 0
+    _check(run)
+
+
+def test_worker_samples_are_as_complete(run_inprocess):
+    code, run = run_inprocess(SCRIPT, "2")
+    assert code == 0
+    _check(run)
+    assert {b["worker"] for b in S.batches(run)} == {0, 1}
