@@ -13,6 +13,7 @@ import math
 from typing import Any, Iterator, TextIO
 
 from tvis_tui.store import RunReader
+from tvis_tui.store import samples
 
 CHUNK = 2048
 """Calls read per batch: bounds memory on runs with millions of calls."""
@@ -38,6 +39,18 @@ def _call_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
             yield obj
 
 
+def _data_objects(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Batches with their samples, tokenizer calls and predictions (bytes as base64)."""
+    for batch in samples.batches(reader):
+        yield "batch", samples.to_json(batch)
+        for sample in samples.samples(reader, batch["seq"]):
+            yield "sample", {"batch_seq": batch["seq"], **samples.to_json(sample)}
+    for call in samples.tokenizer_calls(reader):
+        yield "tokens", samples.to_json(call)
+    for prediction in samples.all_predictions(reader):
+        yield "prediction", samples.to_json(prediction)
+
+
 def _step_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
     for step in reader.steps():
         yield step.to_wire()
@@ -53,6 +66,8 @@ def export_jsonl(reader: RunReader, out: TextIO) -> None:
         emit("step", step)
     for call in _call_objects(reader):
         emit("call", call)
+    for kind, obj in _data_objects(reader):
+        emit(kind, obj)
 
 
 def export_json(reader: RunReader, out: TextIO) -> None:
@@ -63,6 +78,8 @@ def export_json(reader: RunReader, out: TextIO) -> None:
     _write_list(out, (dump(s) for s in _step_objects(reader)))
     out.write('], "calls": [')
     _write_list(out, (dump(c) for c in _call_objects(reader)))
+    out.write('], "data": [')
+    _write_list(out, (dump({"record": k, **o}) for k, o in _data_objects(reader)))
     out.write("]}\n")
 
 

@@ -98,3 +98,16 @@ def test_worker_samples_are_as_complete(run_inprocess):
     assert code == 0
     _check(run)
     assert {b["worker"] for b in S.batches(run)} == {0, 1}
+
+
+def test_export_shows_batches_samples_and_predictions(run_inprocess, tmp_path):
+    import io
+    import json
+
+    from tvis_tui.export import export_jsonl
+
+    code, run = run_inprocess(SCRIPT, "0")
+    out = io.StringIO()
+    export_jsonl(run, out)
+    kinds = [json.loads(line)["record"] for line in out.getvalue().splitlines()]
+    assert kinds.count("batch") == 2 and kinds.count("sample") == 8 and kinds.count("prediction") == 2
