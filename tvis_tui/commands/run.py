@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 
 from tvis_tui.errors import TvisError
+from tvis_tui.record.options import CAPTURE_MODES, CaptureOptions
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.usage = ("tvis run [--steps N] [--out DIR] [--name NAME] [--max-tensor-bytes B] "
+                    "[--capture values|summary] [--no-lines] [--include-modules P] "
+                    "[--exclude-modules P] [--include-files P] [--exclude-files P] "
                     "(SCRIPT | -m MODULE) [ARGS...]")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
                         help="stop the script after N training steps (default: record until it ends)")
@@ -18,6 +21,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="name of the run folder (default: <date>-<time>-<script>)")
     parser.add_argument("--max-tensor-bytes", type=int, default=1 << 20, metavar="B",
                         help="store full values of tensors up to B bytes (default: 1048576)")
+    parser.add_argument("--capture", choices=CAPTURE_MODES, default="values",
+                        help="values: statistics, histograms and values under the cap (default); "
+                             "summary: statistics and histograms only")
+    parser.add_argument("--no-lines", dest="lines", action="store_false",
+                        help="do not record the tensors each line of user code created")
+    for verb, what in (("include", "only"), ("exclude", "not")):
+        parser.add_argument(f"--{verb}-modules", action="append", default=[], metavar="PATTERN",
+                            help=f"record {what} modules whose qualified name, an ancestor's name "
+                                 "or class name matches (fnmatch; repeatable)")
+        parser.add_argument(f"--{verb}-files", action="append", default=[], metavar="PATTERN",
+                            help=f"record {what} user functions and lines of files whose path "
+                                 "relative to the script's folder matches (repeatable)")
     parser.add_argument("-m", dest="module", action="store_true",
                         help="run a module, as `python -m MODULE` does")
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
@@ -36,5 +51,10 @@ def main(args: argparse.Namespace) -> int:
     name, *rest = args.target
     target = Target(name, tuple(rest), module=args.module)
     options = Options(out_dir=args.out, name=args.name, steps=args.steps,
-                      max_tensor_bytes=args.max_tensor_bytes)
+                      max_tensor_bytes=args.max_tensor_bytes, capture=CaptureOptions(
+                          capture=args.capture, lines=args.lines,
+                          include_modules=tuple(args.include_modules),
+                          exclude_modules=tuple(args.exclude_modules),
+                          include_files=tuple(args.include_files),
+                          exclude_files=tuple(args.exclude_files)))
     return record(target, options)

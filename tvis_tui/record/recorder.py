@@ -32,6 +32,7 @@ from tvis_tui.record.calls import CallLog, OpenCall
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
+from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
@@ -73,7 +74,10 @@ class _Reentry(threading.local):
 
 class Recorder:
     def __init__(self, writer: RunWriter, root_dir: str, *, max_bytes: int,
-                 step_limit: int | None) -> None:
+                 step_limit: int | None, options: CaptureOptions = CaptureOptions()) -> None:
+        self.options = options
+        if not options.values:
+            max_bytes = 0
         self.writer = WriterThread(writer)
         self.memory = PeakMemory(self.writer.held_bytes)
         self.steps = StepTracker(self.writer, self.memory)
@@ -200,8 +204,10 @@ class Recorder:
             root, name = module, self.names.root_name(module)
         else:
             root, name = enclosing.root, self.names.name(enclosing.root, module)
-        phase = _module_phase(module, stack[-1].record if stack else None)
         cls = type(module)
+        if not self.options.module_recorded(name, cls.__name__):
+            return
+        phase = _module_phase(module, stack[-1].record if stack else None)
         if cls.__name__ == "OptimizedModule":
             inner = type(getattr(module, "_orig_mod", module)).__name__
             self.warn(f"{inner} is torch.compile'd: the calls inside it were not recorded "

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from tvis_tui.errors import TvisError
+from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
 from tvis_tui.store.runs import new_run_path
 from tvis_tui.store.writer import RunWriter
@@ -59,6 +60,7 @@ class Options:
     name: str | None = None
     steps: int | None = None
     max_tensor_bytes: int = 1 << 20
+    capture: CaptureOptions = CaptureOptions()
 
 
 def record(target: Target, options: Options) -> int:
@@ -73,7 +75,7 @@ def record(target: Target, options: Options) -> int:
     writer.put_meta(**_start_meta(target, script, options))
     writer.flush()
     recorder = Recorder(writer, user_root, max_bytes=options.max_tensor_bytes,
-                        step_limit=options.steps)
+                        step_limit=options.steps, options=options.capture)
     outcome = _Outcome()
     try:
         recorder.install()
@@ -185,6 +187,7 @@ def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]
         "host": socket.gethostname(),
         "step_limit": options.steps,
         "max_tensor_bytes": options.max_tensor_bytes,
+        **options.capture.to_meta(),
     }
 
 

@@ -1,0 +1,77 @@
+"""`tvis run --capture summary` and the module include/exclude patterns."""
+
+from __future__ import annotations
+
+import pytest
+
+from tvis_tui.record.options import CaptureOptions
+
+SCRIPT = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.0)
+    def forward(self, x):
+        return self.drop(self.lin(x))
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = Block()
+        self.head = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+Net()(torch.ones(3, 4))
+"""
+
+
+def _module_names(run):
+    return [c.name for c in run.calls(1, run.call_count()) if c.kind == "module"]
+
+
+def test_default_records_every_module_with_values(run_inprocess):
+    _, run = run_inprocess(SCRIPT)
+    assert _module_names(run) == ["Net", "encoder", "encoder.lin", "encoder.drop", "head"]
+    out = run.slots(1, "output")[0]
+    assert out.has_values and run.meta()["capture"] == "values"
+
+
+def test_summary_keeps_statistics_but_no_values(run_inprocess):
+    _, run = run_inprocess(SCRIPT, capture=CaptureOptions(capture="summary"))
+    out = run.slots(1, "output")[0]
+    assert out.shape == (3, 2) and out.stats.numel == 6 and sum(out.hist) == 6
+    assert not out.has_values and run.values(1, out) is None
+    assert run.meta()["capture"] == "summary"
+
+
+def test_exclude_a_module_drops_its_subtree(run_inprocess):
+    _, run = run_inprocess(SCRIPT, capture=CaptureOptions(exclude_modules=("encoder",)))
+    assert _module_names(run) == ["Net", "head"]
+
+
+def test_exclude_by_class_name(run_inprocess):
+    _, run = run_inprocess(SCRIPT, capture=CaptureOptions(exclude_modules=("Dropout",)))
+    assert "encoder.drop" not in _module_names(run)
+
+
+def test_include_keeps_only_matching_modules(run_inprocess):
+    _, run = run_inprocess(SCRIPT, capture=CaptureOptions(include_modules=("Net", "encoder.*")))
+    assert _module_names(run) == ["Net", "encoder.lin", "encoder.drop"]
+
+
+def test_unknown_capture_mode_is_refused():
+    with pytest.raises(ValueError, match="values, summary"):
+        CaptureOptions(capture="everything")
+
+
+def test_file_patterns_match_relative_path_or_base_name():
+    opts = CaptureOptions(exclude_files=("data/*.py",), include_files=("*.py",))
+    assert opts.file_recorded("train.py")
+    assert not opts.file_recorded("data/loader.py")
+    assert CaptureOptions(include_files=("utils.py",)).file_recorded("pkg/utils.py")
