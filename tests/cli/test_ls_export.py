@@ -55,7 +55,8 @@ def test_export_json_document(run_dir, tmp_path):
     out = tmp_path / "run.json"
     assert main(["export", str(run), "--format", "json", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert set(doc) == {"meta", "steps", "calls"} and len(doc["calls"]) == 1
+    assert set(doc) == {"meta", "steps", "calls", "data"} and len(doc["calls"]) == 1
+    assert doc["data"] == []  # no DataLoader batches in this run
 
 
 def test_export_of_non_run_is_one_line_error(tmp_path, capsys):
