@@ -31,6 +31,9 @@ class OpenCall:
     started_ns: int = 0
     overhead_at_start: int = 0
     inputs: int = 0  # input slots written at open; keyword inputs are numbered after them
+    # A user function (record/functions.py): a step's phase times count the calls inside
+    # it, not it, so a `train_step()` wrapping them does not hide the phases.
+    transparent: bool = False
 
 
 class _ThreadState(threading.local):
@@ -118,7 +121,7 @@ class CallLog:
         if error is not None and error is not self._failing_exc:
             # Hooks see an exception innermost first: the first to see it is where it began.
             self._failing_exc, self.failing_seq = error, record.seq
-        if record.depth == 0:
+        if not call.transparent and all(c.transparent for c in self._thread.stack if c is not call):
             self.steps.add_phase_time(record.phase, duration)
         stack = self._thread.stack
         if stack and stack[-1] is call:  # written first, so an interrupt loses nothing

@@ -30,6 +30,7 @@ from torch.nn.modules.loss import _Loss
 
 from tvis_tui.record.calls import CallLog, OpenCall
 from tvis_tui.record.data import DataCapture
+from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
@@ -85,6 +86,7 @@ class Recorder:
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
         self.data = DataCapture(self)
+        self.functions = FunctionTracer(self)
         self.step_limit = step_limit
         self.warnings: list[str] = []
         self._pid = os.getpid()
@@ -114,6 +116,8 @@ class Recorder:
         self._wrap(torch, "compile", self._compile)
         self._wrap(torch.nn.Module, "compile", self._compile)
         self.data.install(self._wrap)
+        # Undone by close() before the store closes: the last line shapes are flushed then.
+        self._undo.append(self.functions.install())
         # torch warns that global hooks fire once more for an OptimizedModule: that note
         # concerns tvis's hooks, not the script, so it is not shown to the user.
         saved_filters = warnings.filters[:]

@@ -18,6 +18,7 @@ STEPS = b"steps"  # u32 step -> StepRecord
 PHASES = b"phases"  # u32 step + u16 ordinal -> PhaseSpan
 SITES = b"sites"  # u32 file id + u32 line + u64 seq -> b"" (calls made from that line)
 NONFINITE = b"nonfinite"  # u64 seq -> b"" (calls whose outputs hold NaN or Inf)
+LINES = b"lines"  # u32 file id + u32 step + u32 line -> line record (store/lines.py; extension)
 
 CORE_DATABASES = (META, FILES, SOURCES, CALLS, CHILDREN, SLOTS, VALUES, STEPS, PHASES, SITES, NONFINITE)
 

@@ -16,7 +16,8 @@ import lmdb
 import numpy as np
 
 from tvis_tui.errors import TvisError
-from tvis_tui.store import codec, layout
+from tvis_tui.store import codec, layout, lines
+from tvis_tui.store.lines import LineShape
 from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Site, Slot, StepRecord
 
 _ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
@@ -246,6 +247,19 @@ class RunReader:
             return None
         dtype = np.dtype(slot.values_dtype).newbyteorder("<")
         return np.frombuffer(raw, dtype=dtype).reshape(slot.shape)
+
+    # -- per-line shapes (store/lines.py) ------------------------------------------------
+
+    def has_line_shapes(self) -> bool:
+        """Whether the run holds per-line tensor shapes (recorded with lines on)."""
+        return any(True for _ in self.scan(layout.LINES))
+
+    def line_shapes(self, file: str, step: int) -> dict[int, list[LineShape]]:
+        """The tensors each line of `file` bound during `step`: line -> entries."""
+        fid = next((codec.from_u32(k) for k, v in self.scan(layout.FILES) if v.decode() == file), None)
+        if fid is None:
+            return {}
+        return {r.line: list(r.entries) for r in lines.records(self, fid, step)}
 
     # -- steps and phases ----------------------------------------------------------------
 

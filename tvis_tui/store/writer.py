@@ -16,7 +16,8 @@ from typing import Any, Iterable
 
 import lmdb
 
-from tvis_tui.store import codec, layout
+from tvis_tui.store import codec, layout, lines
+from tvis_tui.store.lines import LineRecord
 from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Slot, StepRecord
 
 _ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
@@ -171,6 +172,12 @@ class RunWriter:
 
     def put_step(self, step: StepRecord) -> None:
         self.put_record(layout.STEPS, codec.u32(step.step), step.to_wire())
+
+    def put_lines(self, step: int, records: Iterable[tuple[str, LineRecord]]) -> None:
+        """Per-line tensor shapes of one step: (file path, record) pairs (store/lines.py)."""
+        for path, record in records:
+            key = lines.line_key(self.file_id(path), step, record.line)
+            self.put_record(layout.LINES, key, lines.to_wire(record))
 
     # -- lifetime ------------------------------------------------------------------------
 

@@ -1,0 +1,300 @@
+"""Calls of Python functions defined in user files, and the line tracer behind them.
+
+`sys.settrace` (and `threading.settrace`, for threads started later) installs a global
+trace function that returns a local tracer only for frames of user files whose path
+`--include/--exclude-files` allow; what to do with a code object is decided once and
+cached. The local tracer
+- records the frame as a call (kind "function", nested in the call tree like module
+  calls; arguments and return value as slots) unless it is module-level code, a module's
+  `forward` (already a module call), a lambda, comprehension, generator or coroutine;
+- reports each line that ran to `lines.LineShapes` (unless `--no-lines`).
+
+Which calls are recorded. Inside any recorded call (a forward, a batch, another user
+function) every user function is. Outside all of them, a function is recorded only when
+it has no loop itself and its caller is inside a loop (`train_step(batch)`,
+`compute_loss(out, y)` in the training loop): `main()` or `train(epochs)` wrap many
+steps and would make the whole run one call. Functions run while a batch is loaded
+(`Dataset.__getitem__`, transforms) are not recorded: the data capture shows each
+sample's path through them.
+
+Tracing callbacks for user frames count as tvis overhead. Nothing is traced in forked
+workers, while torch.compile traces, inside tvis's own work, or after the last step.
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import itertools
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from tvis_tui.record.calls import OpenCall
+from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
+from tvis_tui.record.slots import leaves
+from tvis_tui.store.records import Site
+
+if TYPE_CHECKING:
+    from tvis_tui.record.recorder import Recorder
+
+NOT_CALLS = frozenset({"<module>", "<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+"""Code that runs as a frame but is no function call a user wrote."""
+
+NOT_TRACED = NOT_CALLS - {"<module>"}
+"""Frames whose lines belong to the enclosing statement (a comprehension's result is
+bound by the line that holds it)."""
+
+_NO_CALL_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+"""Generators resume once per item: each resume would be a call of its own."""
+
+_ARG_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+
+
+_UNSEEN: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What to do with frames of one code object."""
+
+    path: str
+    calls: bool  # record each run of it as a call
+    lines: bool  # report its lines
+    has_loop: bool
+    loops: tuple[tuple[int, int], ...]  # bytecode offsets (first, last) of each loop
+    def_site: Site
+
+    def in_loop(self, offset: int) -> bool:
+        return any(first <= offset <= last for first, last in self.loops)
+
+
+class FunctionTracer:
+    """Installs the trace functions and turns user frames into calls and line reports."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.log = recorder.log
+        self.lines = LineShapes(recorder.writer) if recorder.options.lines else None
+        self._plans: dict[CodeType, _Plan | None] = {}
+        self._live = False
+        self._previous: tuple[Any, Any] = (None, None)
+
+    # -- install / uninstall -------------------------------------------------------------
+
+    def install(self) -> Callable[[], None]:
+        """Start tracing this thread and threads started from now on; returns the undo."""
+        self._previous = (sys.gettrace(), threading.gettrace())
+        self._live = True
+        threading.settrace(self._on_call)
+        sys.settrace(self._on_call)
+        return self.uninstall
+
+    def uninstall(self) -> None:
+        if not self._live:
+            return
+        self._live = False
+        sys.settrace(self._previous[0])
+        threading.settrace(self._previous[1])
+        if self.lines is not None:
+            self.lines.flush()
+
+    # -- the global trace function -------------------------------------------------------
+
+    def _on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
+        plan = self._plans.get(frame.f_code, _UNSEEN)
+        if plan is None:
+            return None
+        reentry = self.recorder._reentry
+        if reentry.inside or not self._live:  # tvis's own work (its time is counted already)
+            return None
+        if plan is _UNSEEN:
+            plan = self._plan_guarded(frame)
+        if plan is None or not self.recorder._active() or torch.compiler.is_compiling():
+            return None
+        started = self.log.begin_hook()
+        reentry.inside = True
+        try:
+            state = _Frame(self, plan, frame)
+            if plan.calls and state.wanted(frame):
+                state.call = state.open(frame)
+            return state.event if plan.lines or state.call is not None else None
+        except Exception as exc:  # a tvis bug must never break training
+            self.warn(exc)
+            return None
+        finally:
+            reentry.inside = False
+            self.log.end_hook(started)
+
+    def _plan_guarded(self, frame: FrameType) -> _Plan | None:
+        started = self.log.begin_hook()
+        try:
+            plan = self._plan(frame)
+        except Exception as exc:
+            self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
+            plan = None
+        finally:
+            self.log.end_hook(started)
+        self._plans[frame.f_code] = plan
+        return plan
+
+    def _plan(self, frame: FrameType) -> _Plan | None:
+        code = frame.f_code
+        if code.co_name in NOT_TRACED or code.co_name.startswith("torch_dynamo_resume_in_"):
+            return None
+        path = self.recorder.sites.user_path(code.co_filename)
+        if path is None or not self.recorder.options.file_recorded(_relative(path, self.recorder)):
+            return None
+        loops = _loops(code)
+        calls = (code.co_name not in NOT_CALLS and not code.co_flags & _NO_CALL_FLAGS
+                 and not _is_module_forward(frame))
+        return _Plan(path, calls, self.lines is not None, bool(loops), loops,
+                     Site(path, code.co_firstlineno))
+
+    # -- shared by frames ------------------------------------------------------------------
+
+    def recording(self) -> bool:
+        """Whether a step is being recorded: the first call was seen and the step limit
+        is not passed (then the next hook stops the run)."""
+        limit = self.recorder.step_limit
+        return self.log.last_seq > 0 and (not limit or self.recorder.steps.step <= limit)
+
+    def warn(self, exc: Exception) -> None:
+        self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
+
+
+class _Frame:
+    """The local tracer of one run of a user frame."""
+
+    __slots__ = ("tracer", "plan", "call", "snapshot", "line", "error")
+
+    def __init__(self, tracer: FunctionTracer, plan: _Plan, frame: FrameType) -> None:
+        self.tracer = tracer
+        self.plan = plan
+        self.call: OpenCall | None = None
+        self.snapshot = tensor_ids(frame.f_locals) if plan.lines else {}
+        self.line = 0
+        self.error: BaseException | None = None
+
+    def wanted(self, frame: FrameType) -> bool:
+        tracer = self.tracer
+        limit = tracer.recorder.step_limit
+        if limit and tracer.recorder.steps.step > limit:
+            return False
+        stack = tracer.log.stack
+        if stack:
+            return stack[-1].record.phase != "data"
+        if self.plan.has_loop:
+            return False
+        caller = frame.f_back
+        plan = tracer._plans.get(caller.f_code) if caller is not None else None
+        return plan is not None and plan.in_loop(caller.f_lasti)
+
+    def open(self, frame: FrameType) -> OpenCall:
+        tracer = self.tracer
+        stack = tracer.log.stack
+        parent = stack[-1].record if stack else None
+        phase = "forward" if parent is None or parent.phase == "optimizer" else parent.phase
+        code = frame.f_code
+        call = tracer.log.open(kind="function", name=getattr(code, "co_qualname", code.co_name),
+                               type_="function", phase=phase, owner=id(self),
+                               call_site=tracer.recorder.sites.call_site(frame.f_back),
+                               def_site=self.plan.def_site, inputs=_arguments(frame), extra={"user": True})
+        call.transparent = True
+        return call
+
+    def event(self, frame: FrameType, event: str, arg: Any) -> Any:
+        tracer = self.tracer
+        if not tracer._live:
+            return None
+        ended = time.perf_counter_ns()
+        reentry = tracer.recorder._reentry
+        if reentry.inside:
+            return self.event
+        started = tracer.log.begin_hook()
+        reentry.inside = True
+        try:
+            if event == "line":
+                self._line_done(frame)
+                self.line = frame.f_lineno
+                self.error = None
+            elif event == "return":
+                self._line_done(frame)
+                self._close(arg, ended)
+                return None
+            elif event == "exception":
+                self.error = arg[1]
+        except Exception as exc:  # a tvis bug must never break training
+            tracer.warn(exc)
+        finally:
+            reentry.inside = False
+            tracer.log.end_hook(started)
+        return self.event
+
+    def _line_done(self, frame: FrameType) -> None:
+        """The line `self.line` has run: report the tensors it bound."""
+        if not self.plan.lines or self.line == 0:
+            return
+        tracer = self.tracer
+        if os.getpid() != tracer.recorder._pid or torch.compiler.is_compiling():
+            return
+        # The snapshot follows every line, so the first recorded line reports only its own.
+        self.snapshot, changed = rebound(frame.f_locals, self.snapshot)
+        if tracer.recording():
+            assert tracer.lines is not None
+            tracer.lines.ran(self.plan.path, self.line, tracer.recorder.steps.step, changed)
+
+    def _close(self, result: Any, ended: int) -> None:
+        call, log = self.call, self.tracer.log
+        self.call = None
+        if call is None:
+            return
+        stack = log.stack
+        if call not in stack:
+            return  # already closed (an abandoned run)
+        error = self.error
+        log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
+        if call in stack:  # calls opened inside it and never closed: keep the tree sound
+            del stack[stack.index(call):]
+
+
+def _arguments(frame: FrameType) -> Any:
+    """(name, value) leaves of the function's parameters, as bound on entry."""
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount + bin(code.co_flags & _ARG_FLAGS).count("1")
+    names = code.co_varnames[:count]
+    values = frame.f_locals
+    return itertools.chain.from_iterable(
+        leaves(values[name], name) for i, name in enumerate(names)
+        if name in values and not (i == 0 and name in ("self", "cls")))
+
+
+def _loops(code: CodeType) -> tuple[tuple[int, int], ...]:
+    """(first, last) bytecode offsets of each loop: a backward jump and its target."""
+    spans = []
+    for ins in dis.get_instructions(code):
+        if ins.opname.startswith("JUMP_BACKWARD") or (
+                ins.opname == "JUMP_ABSOLUTE" and isinstance(ins.argval, int) and ins.argval < ins.offset):
+            spans.append((int(ins.argval), ins.offset))
+    return tuple(spans)
+
+
+def _is_module_forward(frame: FrameType) -> bool:
+    code = frame.f_code
+    if code.co_name != "forward" or not code.co_argcount:
+        return False
+    return isinstance(frame.f_locals.get(code.co_varnames[0]), torch.nn.Module)
+
+
+def _relative(path: str, recorder: Recorder) -> str:
+    root = getattr(recorder.sites, "_root", None) or os.getcwd()
+    try:
+        return os.path.relpath(path, root)
+    except ValueError:
+        return path

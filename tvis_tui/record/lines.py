@@ -1,0 +1,97 @@
+"""Per-line tensor shapes: what TorchSnooper prints, stored instead of printed.
+
+After each line of user code runs, the frame's local names (module-level code: its
+globals) are compared with what they held before the line: every name now bound to a
+different tensor object is an entry (name, shape, dtype) of that line. Lines are
+aggregated per (file, line, step) with a cap on distinct entries, so a loop adds hits,
+not records; a step's records are written when the next step's first line runs and when
+recording stops (store/lines.py).
+
+Only ids are kept between lines (never the tensors: holding them would change when
+memory is freed). Shapes and dtypes are read from the tensor objects; no tensor op runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tvis_tui.record.sink import WriterThread
+from tvis_tui.store.lines import LineRecord, LineShape
+
+MAX_ENTRIES = 4
+"""Distinct (name, shape, dtype) entries kept per line and step; later ones only count."""
+
+Snapshot = dict[str, int]
+"""name -> id() of the tensor it was bound to."""
+
+
+def tensor_ids(names: dict[str, Any]) -> Snapshot:
+    return {k: id(v) for k, v in names.items() if isinstance(v, torch.Tensor)}
+
+
+def rebound(names: dict[str, Any], before: Snapshot) -> tuple[Snapshot, list[tuple[str, torch.Tensor]]]:
+    """(the new snapshot, the names bound to a different tensor than in `before`)."""
+    now: Snapshot = {}
+    changed: list[tuple[str, torch.Tensor]] = []
+    for name, value in names.items():
+        if isinstance(value, torch.Tensor):
+            ident = now[name] = id(value)
+            if before.get(name) != ident:
+                changed.append((name, value))
+    return now, changed
+
+
+@dataclass(slots=True)
+class _LineTally:
+    hits: int = 0
+    entries: dict[tuple[str, tuple[int, ...], str], int] = field(default_factory=dict)
+    dropped: int = 0
+
+    def record(self) -> tuple[tuple[LineShape, ...], int]:
+        shapes = tuple(LineShape(n, s, d, hits) for (n, s, d), hits in self.entries.items())
+        return shapes, self.dropped
+
+
+class LineShapes:
+    """Per-step tallies of the lines that ran, written through the writer thread."""
+
+    def __init__(self, writer: WriterThread) -> None:
+        self._writer = writer
+        self._step = 0
+        self._tallies: dict[tuple[str, int], _LineTally] = {}
+
+    def ran(self, path: str, line: int, step: int, changed: list[tuple[str, torch.Tensor]]) -> None:
+        """Line `path:line` ran once in `step` and bound the tensors `changed`."""
+        if step != self._step:
+            self.flush()
+            self._step = step
+        tally = self._tallies.get((path, line))
+        if tally is None:
+            tally = self._tallies[(path, line)] = _LineTally()
+        tally.hits += 1
+        for name, tensor in changed:
+            key = (name, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+            if key in tally.entries:
+                tally.entries[key] += 1
+            elif len(tally.entries) < MAX_ENTRIES:
+                tally.entries[key] = 1
+            else:
+                tally.dropped += 1
+
+    def flush(self) -> None:
+        """Write the current step's tallies (called at a step change and at the end)."""
+        tallies, self._tallies = self._tallies, {}
+        if not tallies:
+            return
+        records = []
+        for (path, line), tally in sorted(tallies.items()):
+            entries, dropped = tally.record()
+            records.append((path, LineRecord(line, tally.hits, entries, dropped)))
+        self._writer.call(_put_lines, self._step, records)
+
+
+def _put_lines(writer: Any, step: int, records: list[tuple[str, LineRecord]]) -> None:
+    writer.put_lines(step, records)
