@@ -1,19 +1,21 @@
 """`tvis export`: a run as JSON or JSON lines, streamed, through the reader API only.
 
 JSON lines: one object per line, each with a "record": first "meta", then one "step" per
-step, then one "call" per call (with its slots). JSON: one object {"meta", "steps",
-"calls"} with the same objects. Non-finite floats become the strings "nan", "inf",
+step, then one "call" per call (with its slots), the data records, then one "line" per
+(file, step, line) of user code that ran (the tensors it bound). JSON: one object
+{"meta", "steps", "calls", "data"} with the same objects (data and line records in "data"). Non-finite floats become the strings "nan", "inf",
 "-inf" so the output is strict JSON.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any, Iterator, TextIO
 
 from tvis_tui.store import RunReader
-from tvis_tui.store import samples
+from tvis_tui.store import lines, samples
 
 CHUNK = 2048
 """Calls read per batch: bounds memory on runs with millions of calls."""
@@ -51,6 +53,13 @@ def _data_objects(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "prediction", samples.to_json(prediction)
 
 
+def _line_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
+    """Per-line tensor shapes: one object per (file, step, line) that ran."""
+    for file_id, step, record in lines.all_records(reader):
+        yield {"file": reader.file_path(file_id), "step": step, "line": record.line,
+               **lines.to_wire(record)}
+
+
 def _step_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
     for step in reader.steps():
         yield step.to_wire()
@@ -68,6 +77,8 @@ def export_jsonl(reader: RunReader, out: TextIO) -> None:
         emit("call", call)
     for kind, obj in _data_objects(reader):
         emit(kind, obj)
+    for obj in _line_objects(reader):
+        emit("line", obj)
 
 
 def export_json(reader: RunReader, out: TextIO) -> None:
@@ -79,7 +90,8 @@ def export_json(reader: RunReader, out: TextIO) -> None:
     out.write('], "calls": [')
     _write_list(out, (dump(c) for c in _call_objects(reader)))
     out.write('], "data": [')
-    _write_list(out, (dump({"record": k, **o}) for k, o in _data_objects(reader)))
+    data = itertools.chain(_data_objects(reader), (("line", o) for o in _line_objects(reader)))
+    _write_list(out, (dump({"record": k, **o}) for k, o in data))
     out.write("]}\n")
 
 

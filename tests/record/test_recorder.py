@@ -133,8 +133,11 @@ for _ in range(4):
     assert first.kind == "optimizer" and first.name == "LBFGS"
     inside = run.calls(first.seq + 1, steps[0].last_seq)
     assert {c.parent for c in inside if c.depth == 1} == {first.seq}
-    assert [c.kind for c in inside if c.depth == 1][:3] == ["module", "function", "backward"]
-    assert inside[1].phase == "loss" and inside[1].name == "F.mse_loss"
+    # Each run of the closure is a user function call; the model call is inside it.
+    closure = inside[0]
+    assert (closure.kind, closure.name, closure.phase) == ("function", "closure", "forward")
+    assert [c.kind for c in inside if c.parent == closure.seq] == ["module", "function", "backward"]
+    assert inside[2].phase == "loss" and inside[2].name == "F.mse_loss"
 
 
 def test_odd_values_do_not_break_recording(run_inprocess):

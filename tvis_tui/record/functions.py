@@ -91,6 +91,7 @@ class FunctionTracer:
     def install(self) -> Callable[[], None]:
         """Start tracing this thread and threads started from now on; returns the undo."""
         self._previous = (sys.gettrace(), threading.gettrace())
+        _hide_from_dynamo(FunctionTracer._on_call, _Frame.event)
         self._live = True
         threading.settrace(self._on_call)
         sys.settrace(self._on_call)
@@ -290,6 +291,18 @@ def _is_module_forward(frame: FrameType) -> bool:
     if code.co_name != "forward" or not code.co_argcount:
         return False
     return isinstance(frame.f_locals.get(code.co_varnames[0]), torch.nn.Module)
+
+
+def _hide_from_dynamo(*functions: Callable[..., Any]) -> None:
+    """Inside a torch.compile'd call dynamo would try to compile the trace callbacks (and
+    guard on the tracer's caches): it must run them as they are, and what they call."""
+    try:
+        from torch._C._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:  # another torch: dynamo's own skip rules apply
+        return
+    for function in functions:
+        set_code_exec_strategy(function.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
 
 
 def _relative(path: str, recorder: Recorder) -> str:

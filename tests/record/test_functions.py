@@ -1,0 +1,142 @@
+"""Calls of functions defined in user files: nested with module calls, with their
+arguments and results; library functions, excluded files and driver functions left out."""
+
+from __future__ import annotations
+
+from tvis_tui.record.options import CaptureOptions
+
+from .helpers import write_script
+
+# Each test writes its helper module under its own name: modules imported in-process stay
+# in sys.modules from one test to the next.
+HELPER = """
+import torch
+
+def scale(x, factor=2.0):
+    y = x * factor
+    return y
+
+def fails():
+    raise ValueError("no good")
+"""
+
+SCRIPT = """
+import json
+import torch
+from torch import nn
+from {helper} import scale, fails
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = scale(x)
+        return self.lin(h)
+
+def compute_loss(model, x, y):
+    out = model(x)
+    return nn.functional.mse_loss(out, y)
+
+def main():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randn(8, 3)
+        loss = compute_loss(model, x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        json.dumps({{"loss": loss.item()}})
+        try:
+            fails()
+        except ValueError:
+            pass
+
+main()
+"""
+
+
+def _record(run_inprocess, tmp_path, helper: str, **kwargs):
+    write_script(tmp_path, HELPER, name=f"{helper}.py")
+    code, run = run_inprocess(SCRIPT.format(helper=helper), **kwargs)
+    assert code == 0
+    return run
+
+
+def _tree(run, step=1):
+    steps = {s.step: s for s in run.steps()}
+    return [(c.depth, c.kind, c.name) for c in run.calls(steps[step].first_seq, steps[step].last_seq)]
+
+
+def test_user_functions_nest_with_module_calls_across_files(run_inprocess, tmp_path):
+    run = _record(run_inprocess, tmp_path, "helpers_nest", steps=2)
+    assert _tree(run) == [
+        (0, "function", "compute_loss"),
+        (1, "module", "Net"),
+        (2, "function", "scale"),  # in the helper module beside the script
+        (2, "module", "lin"),
+        (1, "function", "F.mse_loss"),
+        (0, "backward", "backward"),
+        (0, "optimizer", "SGD"),  # fails() runs after it: the first call of step 2
+    ]
+    calls = {c.name: c for c in run.calls(1, run.call_count()) if c.step == 1}
+    scale, loss = calls["scale"], calls["compute_loss"]
+    script, helper = str(tmp_path / "train.py"), str(tmp_path / "helpers_nest.py")
+    assert (scale.def_site.file, scale.def_site.line) == (helper, 4)
+    assert (scale.call_site.file, scale.call_site.line) == (script, 13)  # h = scale(x)
+    assert (loss.def_site.line, loss.call_site.line) == (16, 26)
+    assert scale.phase == loss.phase == "forward" and scale.duration_ns is not None
+    slots = [(s.role, s.path, s.shape or s.repr) for s in run.slots(scale.seq)]
+    assert slots == [("input", "x", (8, 4)), ("input", "factor", "2.0"), ("output", "out", (8, 4))]
+    assert [s.path for s in run.slots(loss.seq, "input")] == ["model", "x", "y"]
+    assert run.slots(loss.seq, "output")[0].shape == ()
+
+
+def test_library_drivers_and_forward_methods_are_not_function_calls(run_inprocess, tmp_path):
+    run = _record(run_inprocess, tmp_path, "helpers_lib", steps=2)
+    names = {c.name for c in run.calls(1, run.call_count()) if c.kind == "function"}
+    # json.dumps (stdlib), torch internals, main() (it runs every step), Net.forward
+    # (a module call already), Net.__init__ (before the first step) are not recorded.
+    assert names == {"compute_loss", "scale", "fails", "F.mse_loss"}
+
+
+def test_a_function_that_raises_records_its_error(run_inprocess, tmp_path):
+    run = _record(run_inprocess, tmp_path, "helpers_err", steps=2)
+    fails = next(c for c in run.calls(1, run.call_count()) if c.name == "fails")
+    assert fails.error == "ValueError: no good" and fails.duration_ns is not None
+    assert run.slots(fails.seq, "output") == []
+
+
+def test_phase_times_count_the_calls_inside_a_function(run_inprocess, tmp_path):
+    run = _record(run_inprocess, tmp_path, "helpers_phase", steps=2)
+    phases = run.steps()[0].phase_ns
+    assert phases.get("forward", 0) > 0 and phases.get("loss", 0) > 0
+    assert phases.get("backward", 0) > 0 and phases.get("optimizer", 0) > 0
+
+
+def test_excluded_files_have_neither_calls_nor_lines(run_inprocess, tmp_path):
+    options = CaptureOptions(exclude_files=("helpers_ex.py",))
+    run = _record(run_inprocess, tmp_path, "helpers_ex", steps=2, capture=options)
+    names = {c.name for c in run.calls(1, run.call_count())}
+    assert "scale" not in names and "compute_loss" in names
+    assert run.line_shapes(str(tmp_path / "helpers_ex.py"), 1) == {}
+    assert run.line_shapes(str(tmp_path / "train.py"), 1)
+
+
+def test_no_lines_keeps_function_calls(run_inprocess, tmp_path):
+    run = _record(run_inprocess, tmp_path, "helpers_nolines", steps=2,
+                  capture=CaptureOptions(lines=False))
+    assert ("function", "scale") in {(c.kind, c.name) for c in run.calls(1, run.call_count())}
+    assert not run.has_line_shapes()
+    assert run.meta()["lines"] is False
+
+
+def test_nothing_is_traced_after_recording(run_inprocess, tmp_path):
+    import sys
+    import threading
+
+    _record(run_inprocess, tmp_path, "helpers_after", steps=1)
+    assert sys.gettrace() is None and threading.gettrace() is None

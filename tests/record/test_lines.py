@@ -1,0 +1,84 @@
+"""Per-line tensor shapes: the tensors each line of user code bound, per step, capped."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from tvis_tui.export import export_json, export_jsonl
+from tvis_tui.record.lines import MAX_ENTRIES
+from tvis_tui.store.lines import LineShape
+
+SCRIPT = """
+import torch
+from torch import nn
+
+def ramps(n):
+    total = torch.zeros(())
+    for i in range(n):
+        part = torch.arange(float(i + 1))
+        total = total + part.sum()
+    return total
+
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.randn(5, 4)
+    out = model(x)
+    big = out.double().sum() + ramps(10)
+    opt.zero_grad()
+    big.float().backward()
+    opt.step()
+"""
+# Lines of SCRIPT (the first is empty).
+TOTAL, FOR, PART, ACCUMULATE = 6, 7, 8, 9
+X, OUT, BIG = 15, 16, 17
+
+
+def test_module_level_lines_bind_names_to_shapes(run_inprocess, tmp_path):
+    code, run = run_inprocess(SCRIPT, steps=2)
+    assert code == 0
+    shapes = run.line_shapes(str(tmp_path / "train.py"), 1)
+    assert shapes[OUT] == [LineShape("out", (5, 2), "float32", 1)]
+    assert shapes[BIG] == [LineShape("big", (), "float64", 1)]
+    # x was bound before the first call: step 1 starts at model(x), step 2 holds it.
+    assert run.line_shapes(str(tmp_path / "train.py"), 2)[X] == [LineShape("x", (5, 4), "float32", 1)]
+
+
+def test_a_loop_counts_hits_and_keeps_the_first_distinct_entries(run_inprocess, tmp_path):
+    _, run = run_inprocess(SCRIPT, steps=2)
+    shapes = run.line_shapes(str(tmp_path / "train.py"), 1)
+    # part has a new shape each iteration: the first ones are kept, the rest counted.
+    assert shapes[PART] == [LineShape("part", (i + 1,), "float32", 1) for i in range(MAX_ENTRIES)]
+    assert shapes[ACCUMULATE] == [LineShape("total", (), "float32", 10)]
+    assert shapes[TOTAL] == [LineShape("total", (), "float32", 1)]
+    records = {r["line"]: r for r in _exported_lines(run) if r["step"] == 1}
+    assert records[PART]["hits"] == 10 and records[PART]["dropped"] == 10 - MAX_ENTRIES
+    assert records[FOR]["hits"] == 11 and records[FOR]["entries"] == []
+
+
+def test_each_step_has_its_own_lines(run_inprocess, tmp_path):
+    _, run = run_inprocess(SCRIPT, steps=2)
+    path = str(tmp_path / "train.py")
+    assert run.line_shapes(path, 2)[OUT] == [LineShape("out", (5, 2), "float32", 1)]
+    assert run.line_shapes(path, 3) == {}  # not recorded: the run stopped after step 2
+
+
+def test_export_holds_line_records(run_inprocess, tmp_path):
+    _, run = run_inprocess(SCRIPT, steps=1)
+    rows = _exported_lines(run)
+    out = next(r for r in rows if r["line"] == OUT)
+    assert out == {"record": "line", "file": str(tmp_path / "train.py"), "step": 1, "line": OUT,
+                   "hits": 1, "dropped": 0,
+                   "entries": [{"name": "out", "shape": [5, 2], "dtype": "float32", "hits": 1}]}
+    buffer = io.StringIO()
+    export_json(run, buffer)
+    data = json.loads(buffer.getvalue())["data"]
+    assert out in [d for d in data if d["record"] == "line"]
+
+
+def _exported_lines(run) -> list[dict]:
+    buffer = io.StringIO()
+    export_jsonl(run, buffer)
+    rows = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    return [r for r in rows if r["record"] == "line"]
