@@ -5,11 +5,15 @@ from __future__ import annotations
 from tvis_tui.messages import CallLoaded
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.store import CallRecord
+from tvis_tui.store.lines import LineShape
 from tvis_tui.widgets.call_rows import CallRows
 from tvis_tui.widgets.format import shape
 
 NEARBY_CALLS = 64
 """Sibling calls read around the current one to label source lines with shapes."""
+
+MAX_SHOWN = 2
+"""Entries shown beside a line (a loop line may have bound up to four shapes)."""
 
 
 class CallViewLoader:
@@ -20,6 +24,7 @@ class CallViewLoader:
         self.reader = stepper.reader
         self.rows = rows
         self._sources: dict[str, str | None] = {}
+        self._has_lines = False
 
     def source(self, path: str) -> str | None:
         if path not in self._sources:
@@ -45,11 +50,25 @@ class CallViewLoader:
         )
 
     def line_shapes(self, call: CallRecord) -> dict[int, str]:
-        """Output shapes of the calls made around this one from the same file, by line:
-        what each line of the caller produced in this pass."""
+        """What each line of the caller's file bound in this call's step (the run's
+        per-line shapes), else the shapes of the calls made around this one."""
         site = call.call_site
         if site is None:
             return {}
+        if not self._has_lines:  # asked again while a live run may still write them
+            self._has_lines = self.reader.has_line_shapes()
+        if self._has_lines:
+            recorded = {line: _names_and_shapes(entries)
+                        for line, entries in self.reader.line_shapes(site.file, call.step).items() if entries}
+            if recorded:
+                return recorded
+        return self._nearby_shapes(call)
+
+    def _nearby_shapes(self, call: CallRecord) -> dict[int, str]:
+        """Output shapes of the calls made around this one from the same file, by line:
+        what each line of the caller produced in this pass (runs without line shapes)."""
+        site = call.call_site
+        assert site is not None
         after = max(call.parent, call.seq - NEARBY_CALLS // 2)
         shapes: dict[int, str] = {}
         for seq in self.reader.children(call.parent, after=after - 1, limit=NEARBY_CALLS):
@@ -60,3 +79,11 @@ class CallViewLoader:
             if outputs:
                 shapes[near.call_site.line] = " ".join(shape(s.shape) for s in outputs[:2])
         return shapes
+
+
+def _names_and_shapes(entries: list[LineShape]) -> str:
+    """`x [4, 8]  y [4]`: the first entries a line bound; "…" when it bound more."""
+    shown = [f"{e.name} {shape(e.shape)}" for e in entries[:MAX_SHOWN]]
+    if len(entries) > MAX_SHOWN:
+        shown.append("…")
+    return "  ".join(shown)
