@@ -82,3 +82,13 @@ def _exported_lines(run) -> list[dict]:
     export_jsonl(run, buffer)
     rows = [json.loads(line) for line in buffer.getvalue().splitlines()]
     return [r for r in rows if r["record"] == "line"]
+
+
+def test_a_line_counts_in_the_step_it_started_in(run_inprocess, tmp_path):
+    _, run = run_inprocess(SCRIPT, steps=2)
+    path = str(tmp_path / "train.py")
+    step_line = SCRIPT.splitlines().index("    opt.step()")
+    # opt.step() ends the step: it belongs to the step it ran in, the last one included.
+    assert step_line in run.line_shapes(path, 1) and step_line in run.line_shapes(path, 2)
+    records = [r for r in _exported_lines(run) if r["line"] == step_line]
+    assert [(r["step"], r["hits"]) for r in records] == [(1, 1), (2, 1)]

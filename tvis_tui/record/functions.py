@@ -13,9 +13,9 @@ Which calls are recorded. Inside any recorded call (a forward, a batch, another 
 function) every user function is. Outside all of them, a function is recorded only when
 it has no loop itself and its caller is inside a loop (`train_step(batch)`,
 `compute_loss(out, y)` in the training loop): `main()` or `train(epochs)` wrap many
-steps and would make the whole run one call. Functions run while a batch is loaded
-(`Dataset.__getitem__`, transforms) are not recorded: the data capture shows each
-sample's path through them.
+steps and would make the whole run one call. Code run while a batch is loaded
+(`Dataset.__getitem__`, transforms) is not traced at all: the data capture shows each
+sample's path through it, and tracing every sample would cost more than the batch.
 
 Tracing callbacks for user frames count as tvis overhead. Nothing is traced in forked
 workers, while torch.compile traces, inside tvis's own work, or after the last step.
@@ -85,6 +85,7 @@ class FunctionTracer:
         self._plans: dict[CodeType, _Plan | None] = {}
         self._live = False
         self._previous: tuple[Any, Any] = (None, None)
+        self._trace = self._on_call  # one bound method, so `sys.gettrace() is` it can be asked
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -93,8 +94,8 @@ class FunctionTracer:
         self._previous = (sys.gettrace(), threading.gettrace())
         _hide_from_dynamo(FunctionTracer._on_call, _Frame.event)
         self._live = True
-        threading.settrace(self._on_call)
-        sys.settrace(self._on_call)
+        threading.settrace(self._trace)
+        sys.settrace(self._trace)
         return self.uninstall
 
     def uninstall(self) -> None:
@@ -105,6 +106,28 @@ class FunctionTracer:
         threading.settrace(self._previous[1])
         if self.lines is not None:
             self.lines.flush()
+
+    def pause(self) -> Any:
+        """Stop tracing this thread during tvis's own work; pass the result to `resume`.
+        (A trace callback per Python call in a hook cost more than the hook itself.)"""
+        trace = self._trace
+        if sys.gettrace() is not trace:
+            return None
+        sys.settrace(None)
+        return trace
+
+    def resume(self, paused: Any) -> None:
+        if paused is not None and self._live:
+            sys.settrace(paused)
+
+    def untraced(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`function(*args)` with this thread's tracing paused: loading a batch runs
+        torch's Python per sample, and user code there is not traced anyway."""
+        paused = self.pause()
+        try:
+            return function(*args)
+        finally:
+            self.resume(paused)
 
     # -- the global trace function -------------------------------------------------------
 
@@ -119,6 +142,9 @@ class FunctionTracer:
             plan = self._plan_guarded(frame)
         if plan is None or not self.recorder._active() or torch.compiler.is_compiling():
             return None
+        stack = self.log.stack
+        if stack and stack[-1].record.phase == "data":
+            return None  # a batch being loaded on another thread (see `untraced`)
         started = self.log.begin_hook()
         reentry.inside = True
         try:
@@ -160,11 +186,11 @@ class FunctionTracer:
 
     # -- shared by frames ------------------------------------------------------------------
 
-    def recording(self) -> bool:
-        """Whether a step is being recorded: the first call was seen and the step limit
-        is not passed (then the next hook stops the run)."""
+    def recording(self, step: int) -> bool:
+        """Whether what happens in `step` is recorded: the first call was seen and the
+        step limit is not passed (then the next hook stops the run)."""
         limit = self.recorder.step_limit
-        return self.log.last_seq > 0 and (not limit or self.recorder.steps.step <= limit)
+        return self.log.last_seq > 0 and (not limit or step <= limit)
 
     def warn(self, exc: Exception) -> None:
         self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
@@ -173,7 +199,7 @@ class FunctionTracer:
 class _Frame:
     """The local tracer of one run of a user frame."""
 
-    __slots__ = ("tracer", "plan", "call", "snapshot", "line", "error")
+    __slots__ = ("tracer", "plan", "call", "snapshot", "line", "line_step", "error")
 
     def __init__(self, tracer: FunctionTracer, plan: _Plan, frame: FrameType) -> None:
         self.tracer = tracer
@@ -181,6 +207,7 @@ class _Frame:
         self.call: OpenCall | None = None
         self.snapshot = tensor_ids(frame.f_locals) if plan.lines else {}
         self.line = 0
+        self.line_step = 0  # the step `line` started in
         self.error: BaseException | None = None
 
     def wanted(self, frame: FrameType) -> bool:
@@ -190,7 +217,7 @@ class _Frame:
             return False
         stack = tracer.log.stack
         if stack:
-            return stack[-1].record.phase != "data"
+            return True
         if self.plan.has_loop:
             return False
         caller = frame.f_back
@@ -224,6 +251,7 @@ class _Frame:
             if event == "line":
                 self._line_done(frame)
                 self.line = frame.f_lineno
+                self.line_step = tracer.recorder.steps.step
                 self.error = None
             elif event == "return":
                 self._line_done(frame)
@@ -247,9 +275,9 @@ class _Frame:
             return
         # The snapshot follows every line, so the first recorded line reports only its own.
         self.snapshot, changed = rebound(frame.f_locals, self.snapshot)
-        if tracer.recording():
+        if tracer.recording(self.line_step):
             assert tracer.lines is not None
-            tracer.lines.ran(self.plan.path, self.line, tracer.recorder.steps.step, changed)
+            tracer.lines.ran(self.plan.path, self.line, self.line_step, tracer.recorder.steps.step, changed)
 
     def _close(self, result: Any, ended: int) -> None:
         call, log = self.call, self.tracer.log

@@ -4,8 +4,8 @@ After each line of user code runs, the frame's local names (module-level code: i
 globals) are compared with what they held before the line: every name now bound to a
 different tensor object is an entry (name, shape, dtype) of that line. Lines are
 aggregated per (file, line, step) with a cap on distinct entries, so a loop adds hits,
-not records; a step's records are written when the next step's first line runs and when
-recording stops (store/lines.py).
+not records; a step's records are written once the step after it ends, and when recording
+stops (store/lines.py).
 
 Only ids are kept between lines (never the tensors: holding them would change when
 memory is freed). Shapes and dtypes are read from the tensor objects; no tensor op runs.
@@ -56,21 +56,28 @@ class _LineTally:
 
 
 class LineShapes:
-    """Per-step tallies of the lines that ran, written through the writer thread."""
+    """Per-step tallies of the lines that ran, written through the writer thread.
+
+    A line counts in the step it started in: `opt.step()` ends a step and is reported
+    when the next line starts, in the next step. So a step's tallies are written once the
+    step after it is over too.
+    """
 
     def __init__(self, writer: WriterThread) -> None:
         self._writer = writer
-        self._step = 0
-        self._tallies: dict[tuple[str, int], _LineTally] = {}
+        self._current = 0
+        self._tallies: dict[tuple[int, str, int], _LineTally] = {}
 
-    def ran(self, path: str, line: int, step: int, changed: list[tuple[str, torch.Tensor]]) -> None:
-        """Line `path:line` ran once in `step` and bound the tensors `changed`."""
-        if step != self._step:
-            self.flush()
-            self._step = step
-        tally = self._tallies.get((path, line))
+    def ran(self, path: str, line: int, step: int, current: int,
+            changed: list[tuple[str, torch.Tensor]]) -> None:
+        """Line `path:line`, started in `step`, ran once (now in step `current`) and bound
+        the tensors `changed`."""
+        if current != self._current:
+            self._current = current
+            self.flush(before=current - 1)
+        tally = self._tallies.get((step, path, line))
         if tally is None:
-            tally = self._tallies[(path, line)] = _LineTally()
+            tally = self._tallies[(step, path, line)] = _LineTally()
         tally.hits += 1
         for name, tensor in changed:
             key = (name, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
@@ -81,16 +88,17 @@ class LineShapes:
             else:
                 tally.dropped += 1
 
-    def flush(self) -> None:
-        """Write the current step's tallies (called at a step change and at the end)."""
-        tallies, self._tallies = self._tallies, {}
-        if not tallies:
-            return
-        records = []
-        for (path, line), tally in sorted(tallies.items()):
+    def flush(self, before: int | None = None) -> None:
+        """Write the tallies of the steps before `before` (all of them by default)."""
+        done = sorted(k for k in self._tallies if before is None or k[0] < before)
+        by_step: dict[int, list[tuple[str, LineRecord]]] = {}
+        for key in done:
+            step, path, line = key
+            tally = self._tallies.pop(key)
             entries, dropped = tally.record()
-            records.append((path, LineRecord(line, tally.hits, entries, dropped)))
-        self._writer.call(_put_lines, self._step, records)
+            by_step.setdefault(step, []).append((path, LineRecord(line, tally.hits, entries, dropped)))
+        for step, records in by_step.items():
+            self._writer.call(_put_lines, step, records)
 
 
 def _put_lines(writer: Any, step: int, records: list[tuple[str, LineRecord]]) -> None:

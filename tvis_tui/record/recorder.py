@@ -165,6 +165,7 @@ class Recorder:
         """Run a hook body with tvis's time counted as overhead and its errors contained."""
         started = self.log.begin_hook()
         self._reentry.inside = True
+        tracing = self.functions.pause()  # tvis's own calls need no trace callbacks
         try:
             return body(*args)
         except StopRecording:
@@ -173,6 +174,7 @@ class Recorder:
             self.warn(f"recording error in {body.__name__}: {type(exc).__name__}: {exc}")
             return None
         finally:
+            self.functions.resume(tracing)
             self._reentry.inside = False
             self.log.end_hook(started)
 
@@ -347,7 +349,7 @@ class Recorder:
         self._stop_if_done()
         call = self._guard(self._open_batch, iterator, sys._getframe(2))
         try:
-            batch = original(iterator)
+            batch = self.functions.untraced(original, iterator)
         except StopIteration:
             if call is not None:
                 self._guard(self._close_batch, call, time.perf_counter_ns(), None, True)
