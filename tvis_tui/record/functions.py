@@ -86,6 +86,10 @@ class FunctionTracer:
         self._live = False
         self._previous: tuple[Any, Any] = (None, None)
         self._trace = self._on_call  # one bound method, so `sys.gettrace() is` it can be asked
+        # The per-thread overhead counter of the call log (calls.py), and what one trace
+        # callback for library code costs (measured at install).
+        self._clock = self.log._thread
+        self._callback_ns = 0
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -93,6 +97,7 @@ class FunctionTracer:
         """Start tracing this thread and threads started from now on; returns the undo."""
         self._previous = (sys.gettrace(), threading.gettrace())
         _hide_from_dynamo(FunctionTracer._on_call, _Frame.event)
+        self._callback_ns = self._callback_cost()
         self._live = True
         threading.settrace(self._trace)
         sys.settrace(self._trace)
@@ -106,6 +111,25 @@ class FunctionTracer:
         threading.settrace(self._previous[1])
         if self.lines is not None:
             self.lines.flush()
+
+    def _callback_cost(self, rounds: int = 2000) -> int:
+        """Nanoseconds a trace callback for library code adds to a call (what tracing
+        costs a call of an empty function, both measured here)."""
+        previous = sys.gettrace()
+        self._plans[_empty.__code__] = None
+        started = time.perf_counter_ns()
+        for _ in range(rounds):
+            _empty(1, 2, 3, 4)
+        plain = time.perf_counter_ns() - started
+        sys.settrace(self._trace)
+        try:
+            started = time.perf_counter_ns()
+            for _ in range(rounds):
+                _empty(1, 2, 3, 4)
+            traced = time.perf_counter_ns() - started
+        finally:
+            sys.settrace(previous)
+        return max(traced - plain, 0) // rounds
 
     def pause(self) -> Any:
         """Stop tracing this thread during tvis's own work; pass the result to `resume`.
@@ -134,6 +158,9 @@ class FunctionTracer:
     def _on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
         plan = self._plans.get(frame.f_code, _UNSEEN)
         if plan is None:
+            # Most calls are library code: their callback's cost is known, not measured
+            # (measuring would double it), and counted as overhead all the same.
+            self._clock.overhead_ns += self._callback_ns
             return None
         reentry = self.recorder._reentry
         if reentry.inside or not self._live:  # tvis's own work (its time is counted already)
@@ -291,6 +318,13 @@ class _Frame:
         log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
         if call in stack:  # calls opened inside it and never closed: keep the tree sound
             del stack[stack.index(call):]
+
+
+def _empty(a: Any = None, b: Any = None, c: Any = None, d: Any = None) -> None:
+    """Called to measure what a trace callback costs: a few arguments and locals, as
+    torch's Python functions have (the callback copies them into a dict first)."""
+    e = f = g = a
+    del e, f, g
 
 
 def _arguments(frame: FrameType) -> Any:
