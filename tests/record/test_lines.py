@@ -87,8 +87,37 @@ def _exported_lines(run) -> list[dict]:
 def test_a_line_counts_in_the_step_it_started_in(run_inprocess, tmp_path):
     _, run = run_inprocess(SCRIPT, steps=2)
     path = str(tmp_path / "train.py")
-    step_line = SCRIPT.splitlines().index("    opt.step()")
+    step_line = SCRIPT.splitlines().index("    opt.step()") + 1
     # opt.step() ends the step: it belongs to the step it ran in, the last one included.
     assert step_line in run.line_shapes(path, 1) and step_line in run.line_shapes(path, 2)
     records = [r for r in _exported_lines(run) if r["line"] == step_line]
     assert [(r["step"], r["hits"]) for r in records] == [(1, 1), (2, 1)]
+
+
+THREADED = """
+import threading
+import torch
+from torch import nn
+
+def worker(out):
+    w = torch.ones(7, 3)
+    out.append(w)
+
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    got = []
+    thread = threading.Thread(target=worker, args=(got,))
+    thread.start()
+    thread.join()
+    opt.zero_grad()
+    model(got[0]).sum().backward()
+    opt.step()
+"""
+
+
+def test_threads_started_while_recording_are_traced(run_inprocess, tmp_path):
+    _, run = run_inprocess(THREADED, steps=2)
+    w_line = THREADED.splitlines().index("    w = torch.ones(7, 3)") + 1
+    # Step 1 starts at the first call, after the first thread ran: step 2 has it.
+    assert run.line_shapes(str(tmp_path / "train.py"), 2)[w_line] == [LineShape("w", (7, 3), "float32", 1)]
