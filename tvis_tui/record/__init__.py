@@ -7,4 +7,5 @@ steps.py    where a training step ends (the step rule) and what it measured
 slots.py    flattening nested inputs/outputs into slots; stats.py summarizes one tensor
 names.py    qualified module and parameter names; sites.py user files, call and def sites
 memory.py   peak memory per step; sink.py writes the run from a thread of its own
+functions.py user functions as calls, via sys.settrace; lines.py the tensors each user line bound
 """
