@@ -162,13 +162,15 @@ class FunctionTracer:
             # (measuring would double it), and counted as overhead all the same.
             self._clock.overhead_ns += self._callback_ns
             return None
-        reentry = self.recorder._reentry
-        if reentry.inside or not self._live:  # tvis's own work (its time is counted already)
+        # Not inside tvis's own work (its time is counted already), a forked DataLoader
+        # worker (planning snapshots sources through the parent's writer) or compiling.
+        if not self._live or not self.recorder._active() or torch.compiler.is_compiling():
             return None
         if plan is _UNSEEN:
             plan = self._plan_guarded(frame)
-        if plan is None or not self.recorder._active() or torch.compiler.is_compiling():
-            return None
+            if plan is None:
+                return None
+        reentry = self.recorder._reentry
         stack = self.log.stack
         if stack and stack[-1].record.phase == "data":
             return None  # a batch being loaded on another thread (see `untraced`)
