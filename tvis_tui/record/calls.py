@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.slots import SlotMaker
 from tvis_tui.record.steps import StepTracker
+from tvis_tui.record.timing import CudaTimer, put_timed_call
 from tvis_tui.store.records import CallRecord, Site
 from tvis_tui.record.sink import WriterThread
 
@@ -34,6 +35,7 @@ class OpenCall:
     # A user function (record/functions.py): a step's phase times count the calls inside
     # it, not it, so a `train_step()` wrapping them does not hide the phases.
     transparent: bool = False
+    gpu_start: Any = None  # a CUDA event where its clock started (timing.py), if on CUDA
 
 
 class _ThreadState(threading.local):
@@ -41,6 +43,7 @@ class _ThreadState(threading.local):
         self.stack: list[OpenCall] = []
         self.overhead_ns = 0
         self.hook_started_ns = 0
+        self.hook_depth = 0
 
 
 class CallLog:
@@ -57,6 +60,8 @@ class CallLog:
         self.last_seq = 0
         self.failing_seq: int | None = None
         self._failing_exc: BaseException | None = None
+        self.timer = CudaTimer()
+        steps.overhead_clock = self.overhead_so_far
 
     @property
     def stack(self) -> list[OpenCall]:
@@ -66,10 +71,18 @@ class CallLog:
         """Mark the start of tvis's own work in a hook; pair with `end_hook`."""
         now = time.perf_counter_ns()
         self._thread.hook_started_ns = now
+        self._thread.hook_depth += 1
         return now
 
     def end_hook(self, started_ns: int) -> None:
         self._thread.overhead_ns += time.perf_counter_ns() - started_ns
+        self._thread.hook_depth -= 1
+
+    def overhead_so_far(self) -> int:
+        """tvis's time on this thread so far, the hook running now included."""
+        state = self._thread
+        running = time.perf_counter_ns() - state.hook_started_ns if state.hook_depth > 0 else 0
+        return state.overhead_ns + running
 
     def open(self, *, kind: str, name: str, type_: str, phase: str, owner: int,
              call_site: Site | None, def_site: Site | None, inputs: Iterator[tuple[str, Any]] = iter(()),
@@ -87,12 +100,16 @@ class CallLog:
         stack.append(call)
         self.writer.put_call(record)
         self.steps.note_call(seq)
+        on_cuda = [False]
+        inputs = self.timer.watch(self.memory.watch(inputs, phase), on_cuda)
         slots, _ = self.slots.make(seq, "input", inputs)
         self.writer.put_slots(seq, slots)
         call.inputs = len(slots)
         # The hook's work so far is counted as overhead when the hook ends; the call's
         # clock starts now, so only the rest of the hook may be taken off its duration.
         call.started_ns = time.perf_counter_ns()
+        if on_cuda[0]:
+            call.gpu_start = self.timer.mark()
         call.overhead_at_start = self._thread.overhead_ns + call.started_ns - self._thread.hook_started_ns
         return call
 
@@ -109,20 +126,28 @@ class CallLog:
               extra: dict[str, Any] | None = None) -> CallRecord:
         # Memory is highest when a call returns (its outputs are alive); sampling only
         # here halves the cost of sampling (mallinfo2 walks the heap's bins).
+        gpu_end = self.timer.mark() if call.gpu_start is not None else None
         self.memory.sample()
         overhead = self._thread.overhead_ns - call.overhead_at_start
         duration = max(ended_ns - call.started_ns - overhead, 0)
+        outputs = self.memory.watch(outputs, call.record.phase, activation=role == "output")
         slots, nonfinite = self.slots.make(call.record.seq, role, outputs)
+        if call.record.kind == "backward":
+            self.memory.backward_done()
         self.writer.put_slots(call.record.seq, slots)
         record = replace(call.record, duration_ns=duration, nonfinite_output=nonfinite,
                          error=_describe(error) if error is not None else None,
                          extra={**call.record.extra, **(extra or {})})
-        self.writer.put_call(record, first=False)
+        if gpu_end is not None:
+            self.writer.call(put_timed_call, record, call.gpu_start, gpu_end)
+        else:
+            self.writer.put_call(record, first=False)
         if error is not None and error is not self._failing_exc:
             # Hooks see an exception innermost first: the first to see it is where it began.
             self._failing_exc, self.failing_seq = error, record.seq
         if not call.transparent and all(c.transparent for c in self._thread.stack if c is not call):
-            self.steps.add_phase_time(record.phase, duration)
+            self.steps.add_phase_time(record.phase, duration, overhead,
+                                      (call.gpu_start, gpu_end) if gpu_end is not None else None)
         stack = self._thread.stack
         if stack and stack[-1] is call:  # written first, so an interrupt loses nothing
             stack.pop()
@@ -142,7 +167,7 @@ class CallLog:
             self.close(self._thread.stack[-1], ended, error=error)
 
     def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> None:
-        slots, _ = self.slots.make(seq, role, pairs, start)
+        slots, _ = self.slots.make(seq, role, self.memory.watch(pairs, None), start)
         self.writer.put_slots(seq, slots)
 
 

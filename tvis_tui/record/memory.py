@@ -2,29 +2,38 @@
 
 On CUDA the allocator keeps the peak itself: `max_memory_allocated`, read at each step's
 end and never reset (a reset would change what the script itself reads there), so a
-step's figure is the peak so far: the first steps, where the peak is made, show it. On
-CPU torch has no cheap allocator statistics, and the profiler's memory events or a dispatch
-mode would change speed or switch off fast paths; so the recorder samples the C heap in use
-(glibc `mallinfo2`: arena bytes in use plus mmapped blocks, where tensor storages of any
-size live) each time a call returns, and reports the highest sample above the
-heap in use when recording started, less the bytes tvis itself holds for the store at that
-moment. A peak reached and released inside one module call with no hook in between
-(inside a conv kernel, say) is not seen; every module output is. It counts everything the
-script allocated on the heap since recording began (its dataset too), as CUDA's figure
-counts every tensor on the device. A sample walks the heap's free lists: 0.3 µs on a
-fresh heap, ~25 µs on a fragmented one (0.7 ms per step of the bundled CNN).
+step's figure is the peak so far: the first steps, where the peak is made, show it.
+
+On CPU torch has no cheap allocator statistics, and the profiler's memory events or a
+dispatch mode would change speed or switch off fast paths. So the CPU figure is the peak
+of live tensor storage tvis sees (live_tensors.py): parameters, gradients, optimizer
+state, batches, module inputs and outputs, and the activations autograd keeps for backward
+(counted through the module outputs that require grad). It leaves out what the script
+holds that tvis never sees (its dataset, a tensor made outside any module) and the
+temporaries inside one module call, and it never counts tvis's own copies.
+
+For comparison, the C heap in use (glibc `mallinfo2`: arena bytes in use plus mmapped
+blocks) is sampled each time a call returns, and its peak above the heap at the start,
+less the bytes tvis held for the store, goes into StepRecord.extra["heap_peak_bytes"]. It
+counts everything the script allocated (its dataset too) and misses peaks between hooks;
+a sample walks the heap's free lists: 0.3 µs on a fresh heap, ~25 µs on a fragmented one.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from typing import Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from tvis_tui.record.live_tensors import LiveTensors
 
-_CUDA_METHOD = "cuda max_memory_allocated: the peak since the start, not reset per step"
+
+CUDA_METHOD = "cuda max_memory_allocated: the peak since the start, not reset per step"
+LIVE_METHOD = ("live tensor storage seen by tvis: params, grads, optimizer state, batches, "
+               "module inputs/outputs, outputs kept for backward")
+NONE_METHOD = "not measured"
 
 
 class _MallInfo2(ctypes.Structure):
@@ -56,31 +65,67 @@ class PeakMemory:
         # Only is_initialized(): anything else would touch the driver before the script
         # had its say (CUDA_VISIBLE_DEVICES set at its top, say).
         self._cuda = torch.cuda.is_initialized()
+        self.live = LiveTensors()
         self._heap = None if self._cuda else _heap_reader()
-        self._base = self._heap() if self._heap else 0
-        self._peak = 0
+        self._heap_base = self._heap() if self._heap else 0
+        self._heap_peak = 0
+        self.method = CUDA_METHOD if self._cuda else LIVE_METHOD
+
+    # -- what the recorder sees ----------------------------------------------------------
+
+    def watch(self, pairs: Iterator[tuple[str, Any]], phase: str | None,
+              activation: bool = False) -> Iterator[tuple[str, Any]]:
+        """`pairs` with their tensors counted (unchanged on CUDA)."""
         if self._cuda:
-            self.method = _CUDA_METHOD
-        elif self._heap:
-            self.method = ("C heap in use (mallinfo2) sampled at every hook, minus the heap at "
-                           "start and the bytes tvis held for the store")
-        else:
-            self.method = "not measured (no CUDA and no glibc mallinfo2)"
+            return pairs
+        return self.live.watch(pairs, phase, activation)
+
+    def see_optimizer(self, optimizer: Any, phase: str = "optimizer") -> None:
+        """Parameters, their gradients and the optimizer's state tensors."""
+        if self._cuda:
+            return
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                self.live.see(p, phase)
+                self.live.see(p.grad, phase)
+        for state in list(optimizer.state.values()):
+            if isinstance(state, dict):
+                self.live.see_all(state.values(), phase)
+        self.live.sample(phase)
+
+    def see_optimizers(self, optimizers: Iterable[Any]) -> None:
+        for opt in list(optimizers):
+            self.see_optimizer(opt, "forward")
+
+    def backward_done(self) -> None:
+        if not self._cuda:
+            self.live.backward_done()
 
     def sample(self) -> None:
+        """A call returned: sample the C heap (the comparison figure)."""
         if self._heap is not None:
-            used = self._heap() - self._base - self._tvis_bytes()
-            if used > self._peak:
-                self._peak = used
+            used = self._heap() - self._heap_base - self._tvis_bytes()
+            if used > self._heap_peak:
+                self._heap_peak = used
 
-    def end_step(self) -> int | None:
-        """The peak since the previous call, in bytes; starts the next step's count."""
+    # -- step end ------------------------------------------------------------------------
+
+    def end_step(self) -> tuple[int | None, dict[str, Any]]:
+        """(the peak since the previous call in bytes, StepRecord.extra fields); starts
+        the next step's count."""
         if self._cuda or torch.cuda.is_initialized():
             self._cuda = True
-            self.method = _CUDA_METHOD
-            return int(torch.cuda.max_memory_allocated())
-        if self._heap is None:
-            return None
-        peak, self._peak = self._peak, 0
-        self.sample()
-        return peak
+            self.method = CUDA_METHOD
+            return int(torch.cuda.max_memory_allocated()), {"peak_method": CUDA_METHOD}
+        peak, phases = self.live.end_step()
+        extra: dict[str, Any] = {"peak_method": LIVE_METHOD if peak else NONE_METHOD}
+        if phases:
+            extra["peak_phase_bytes"] = phases
+        if self._heap is not None:
+            extra["heap_peak_bytes"], self._heap_peak = self._heap_peak, 0
+            self.sample()
+        return (peak or None), extra
+
+    def run_meta(self) -> dict[str, Any]:
+        return {"peak_method": self.method,
+                **({} if self._cuda else {"live_tensor_peak_bytes": self.live.total_peak})}

@@ -146,7 +146,7 @@ class Recorder:
         self.uninstall()
         steps = self.steps.finish()
         self.writer.close(**final_meta, steps_recorded=steps, step_rule=self.steps.rule,
-                          warnings=list(self.warnings))
+                          warnings=list(self.warnings), **self.steps.run_meta())
         return steps
 
     def abandon(self, error: BaseException) -> None:

@@ -14,6 +14,14 @@ The rule, in order:
    `p -= lr * p.grad` updates), a step ends when `backward()` returns.
 
 Calls are numbered in one sequence; a step holds the calls made while it was current.
+
+Times leave tvis out: a step's `wall_ns` is the monotonic time from its first call (or the
+previous step's end) to its end, less tvis's own time on the training thread in between
+(its hooks, captures and trace callbacks), which is `extra["tvis_overhead_ns"]`.
+`phase_ns` sums the durations of the step's top-level calls per phase (each already less
+tvis's time inside it); "other" is the rest of `wall_ns` (the script's own code between
+calls). `extra["tvis_overhead_phase_ns"]` is tvis's time inside each phase's calls (the
+rest of tvis_overhead_ns was spent opening and closing calls and between them).
 """
 
 from __future__ import annotations
@@ -21,11 +29,12 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.store.records import PHASES, StepRecord
 from tvis_tui.record.sink import WriterThread
+from tvis_tui.record.timing import put_timed_step
 
 
 class StepTracker:
@@ -37,6 +46,9 @@ class StepTracker:
         self._stepped: set[int] = set()
         self.step = 1
         self.rules: set[str] = set()
+        # tvis's time on this thread so far (CallLog.overhead_so_far sets it).
+        self.overhead_clock: Callable[[], int] = lambda: 0
+        self._optimizers_seen = 0
         self._reset(time.perf_counter_ns())
 
     def _reset(self, now: int) -> None:
@@ -44,7 +56,10 @@ class StepTracker:
         self._last = 0
         self._losses: list[float] = []
         self._phase_ns = dict.fromkeys(PHASES, 0)
+        self._phase_overhead: dict[str, int] = {}
+        self._gpu_events: list[tuple[str, Any, Any]] = []
         self._started = now
+        self._overhead_at_start = self.overhead_clock()
 
     # -- what happens inside a step ------------------------------------------------------
 
@@ -54,12 +69,22 @@ class StepTracker:
                 self._first = seq
                 if self.step == 1:  # the first step starts at its first call, not at import
                     self._started = time.perf_counter_ns()
+                    self._overhead_at_start = self.overhead_clock()
             self._last = max(self._last, seq)
+        if len(self.optimizers) != self._optimizers_seen:  # count parameters from the start
+            self._optimizers_seen = len(self.optimizers)
+            self._memory.see_optimizers(self.optimizers)
 
-    def add_phase_time(self, phase: str, ns: int) -> None:
-        """Time of a top-level call (nested calls are inside their parent's time)."""
+    def add_phase_time(self, phase: str, ns: int, overhead_ns: int = 0,
+                       gpu_events: tuple[Any, Any] | None = None) -> None:
+        """Time of a top-level call (nested calls are inside their parent's time), tvis's
+        time inside it, and its CUDA events if it was timed on the GPU (timing.py)."""
         with self._lock:
             self._phase_ns[phase] = self._phase_ns.get(phase, 0) + ns
+            if overhead_ns:
+                self._phase_overhead[phase] = self._phase_overhead.get(phase, 0) + overhead_ns
+            if gpu_events is not None:
+                self._gpu_events.append((phase, *gpu_events))
 
     def add_loss(self, value: float) -> None:
         with self._lock:
@@ -76,6 +101,7 @@ class StepTracker:
 
     def after_optimizer_step(self, optimizer: Any) -> bool:
         """True when this optimizer step ended the step."""
+        self._memory.see_optimizer(optimizer)  # its state exists from its first step on
         self._stepped.add(id(optimizer))
         if all(id(o) in self._stepped for o in list(self.optimizers)):
             self.end("optimizer")
@@ -93,21 +119,36 @@ class StepTracker:
         with self._lock:
             now = time.perf_counter_ns()
             if self._first is not None:
-                phases = {k: v for k, v in self._phase_ns.items() if v}
-                wall = now - self._started
-                phases["other"] = phases.get("other", 0) + max(wall - sum(phases.values()), 0)
-                extra: dict[str, Any] = {"wall_ns": wall, "peak_method": self._memory.method}
-                if len(self._losses) > 1:
-                    extra["losses"] = self._losses
-                self._writer.put_step(StepRecord(
-                    step=self.step, first_seq=self._first, last_seq=self._last,
-                    loss=self._losses[-1] if self._losses else None, rule=rule,
-                    phase_ns=phases, peak_bytes=self._memory.end_step(), complete=complete,
-                    extra=extra))
+                self._put_step(now, rule, complete)
                 self.rules.add(rule)
                 self.step += 1
             self._stepped.clear()
             self._reset(now)
+
+    def _put_step(self, now: int, rule: str, complete: bool) -> None:
+        overhead = max(self.overhead_clock() - self._overhead_at_start, 0)
+        wall = max(now - self._started - overhead, 0)
+        phases = {k: v for k, v in self._phase_ns.items() if v}
+        phases["other"] = phases.get("other", 0) + max(wall - sum(phases.values()), 0)
+        peak, memory_extra = self._memory.end_step()
+        extra: dict[str, Any] = {"wall_ns": wall, "tvis_overhead_ns": overhead, **memory_extra}
+        if self._phase_overhead:
+            extra["tvis_overhead_phase_ns"] = self._phase_overhead
+        if len(self._losses) > 1:
+            extra["losses"] = self._losses
+        record = StepRecord(
+            step=self.step, first_seq=self._first or 0, last_seq=self._last,
+            loss=self._losses[-1] if self._losses else None, rule=rule,
+            phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
+        if self._gpu_events:
+            self._writer.call(put_timed_step, record, self._gpu_events)
+        else:
+            self._writer.put_step(record)
+
+    def run_meta(self) -> dict[str, Any]:
+        """What goes into the run's meta at its end: tvis's total time on the training
+        thread, and how peak memory was measured."""
+        return {"tvis_overhead_ns": self.overhead_clock(), **self._memory.run_meta()}
 
     def finish(self) -> int:
         """Close a step the script left unfinished (written with complete=False);

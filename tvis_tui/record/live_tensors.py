@@ -1,0 +1,125 @@
+"""Bytes of tensor storage alive right now, counted over the tensors tvis sees (CPU peak).
+
+CPU torch keeps no allocator statistics, and the ways to see every allocation (the
+profiler's memory events, a dispatch mode) change speed or switch off fast paths. So the
+recorder counts what it sees anyway: parameters, their gradients and optimizer state (at
+each optimizer step), module inputs and outputs, batches, losses. Each unique storage
+(key: `untyped_storage().data_ptr()`, size: its `nbytes()`) counts once, however many
+views of it were seen, and stops counting when the last seen tensor of it dies (a weakref
+callback; the tensor itself is never held, so nothing lives longer than it would).
+
+Saved activations: autograd keeps the tensors it saved for backward after the script drops
+its own references (`x = layer(x)` rebinds x). `saved_tensors_hooks` would show them, but an
+identity pack hook makes an output that saves itself hold itself (a reference cycle through
+its grad_fn, freed only by the garbage collector: memory grows) and it nests badly with
+checkpointing, so it is not used. Instead a module output that requires grad and dies
+before backward keeps counting until the next backward() returns: autograd holds most of
+them until then (an approximation: an output no backward formula saves, like a Linear's
+output followed by ReLU, is counted too; intermediates inside a module are not seen).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Iterable, Iterator
+
+import torch
+
+
+class LiveTensors:
+    """A running total of the storages of seen tensors, with the peak per step and phase."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # weakref callbacks run wherever a tensor dies
+        self._refs: dict[int, tuple[weakref.ref, int, bool]] = {}  # id(tensor) -> (ref, key, held)
+        self._count: dict[int, int] = {}  # storage key -> seen tensors alive
+        self._size: dict[int, int] = {}  # storage key -> nbytes
+        self._held = 0  # bytes of dead grad-requiring outputs kept until backward returns
+        self.live = 0
+        self.peak = 0
+        self.phase_peak: dict[str, int] = {}
+        self.total_peak = 0  # since recording began
+
+    @property
+    def total(self) -> int:
+        return self.live + self._held
+
+    def see(self, tensor: Any, phase: str | None = None, activation: bool = False) -> None:
+        """Count `tensor`'s storage while it lives; `activation`: a module output that
+        autograd may save (kept counting after it dies, until backward returns)."""
+        if not isinstance(tensor, torch.Tensor) or id(tensor) in self._refs:
+            return
+        try:
+            if tensor.device.type != "cpu" or tensor.is_sparse:
+                return
+            storage = tensor.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+        except Exception:  # tensor subclasses, functorch wrappers, fake tensors: not counted
+            return
+        if size == 0:
+            return
+        held = activation and tensor.requires_grad and tensor.grad_fn is not None
+        tid = id(tensor)
+        with self._lock:
+            self._refs[tid] = (weakref.ref(tensor, lambda _, tid=tid: self._dead(tid)), key, held)
+            count = self._count.get(key, 0)
+            self._count[key] = count + 1
+            if count == 0:
+                self._size[key] = size
+                self.live += size
+            elif size > self._size[key]:  # the storage grew (resize_) since first seen
+                self.live += size - self._size[key]
+                self._size[key] = size
+        self.sample(phase)
+
+    def see_all(self, tensors: Iterable[Any], phase: str | None = None) -> None:
+        for tensor in tensors:
+            self.see(tensor, phase)
+
+    def watch(self, pairs: Iterator[tuple[str, Any]], phase: str | None = None,
+              activation: bool = False) -> Iterator[tuple[str, Any]]:
+        """Pass (name, value) pairs through, counting the tensors among them."""
+        for name, value in pairs:
+            self.see(value, phase, activation)
+            yield name, value
+
+    def _dead(self, tid: int) -> None:
+        with self._lock:
+            entry = self._refs.pop(tid, None)
+            if entry is None:
+                return
+            _, key, held = entry
+            count = self._count[key] - 1
+            if count:
+                self._count[key] = count
+                return
+            del self._count[key]
+            size = self._size.pop(key)
+            self.live -= size
+            if held:
+                self._held += size
+
+    def backward_done(self, phase: str | None = "backward") -> None:
+        """backward() returned: autograd has freed what it saved."""
+        self.sample(phase)
+        with self._lock:
+            self._held = 0
+
+    def sample(self, phase: str | None = None) -> None:
+        total = self.live + self._held
+        if total > self.peak:
+            self.peak = total
+        if phase is not None and total > self.phase_peak.get(phase, 0):
+            self.phase_peak[phase] = total
+        if total > self.total_peak:
+            self.total_peak = total
+
+    def end_step(self) -> tuple[int, dict[str, int]]:
+        """(peak, peak per phase) since the previous call; the next step starts at what
+        is alive now."""
+        with self._lock:
+            peak, phases = self.peak, self.phase_peak
+            self.peak, self.phase_peak = 0, {}
+        self.sample()
+        return peak, phases
