@@ -17,8 +17,13 @@ steps and would make the whole run one call. Code run while a batch is loaded
 (`Dataset.__getitem__`, transforms) is not traced at all: the data capture shows each
 sample's path through it, and tracing every sample would cost more than the batch.
 
-Tracing callbacks for user frames count as tvis overhead. Nothing is traced in forked
-workers, while torch.compile traces, inside tvis's own work, or after the last step.
+Tracing callbacks for user frames count as tvis overhead (measured); those for library
+code are counted at a cost measured at install. tvis's own hooks and batch loading run with
+tracing paused. Nothing is traced in forked workers, while torch.compile traces, inside
+tvis's own work, or after the last step; dynamo is told to run the trace callbacks as they
+are. Known limits: while tracing is on, CPython runs all Python code somewhat slower, so
+the durations of Python-heavy library calls (optimizer steps) still grow a little; threads
+started while recording keep the (then inert) trace function until they end.
 """
 
 from __future__ import annotations
@@ -360,9 +365,10 @@ def _is_module_forward(frame: FrameType) -> bool:
 def _hide_from_dynamo(*functions: Callable[..., Any]) -> None:
     """Inside a torch.compile'd call dynamo would try to compile the trace callbacks (and
     guard on the tracer's caches): it must run them as they are, and what they call."""
-    try:
+    try:  # from the C module: importing torch._dynamo would cost a second at startup
+        from torch._C._dynamo.eval_frame import _FrameAction as FrameAction
+        from torch._C._dynamo.eval_frame import _FrameExecStrategy as FrameExecStrategy
         from torch._C._dynamo.eval_frame import set_code_exec_strategy
-        from torch._dynamo.types import FrameAction, FrameExecStrategy
     except ImportError:  # another torch: dynamo's own skip rules apply
         return
     for function in functions:
