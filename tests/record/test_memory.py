@@ -1,0 +1,91 @@
+"""CPU peak memory: live tensor storage tvis sees, against sizes computed by hand."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+
+from tvis_tui.record.live_tensors import LiveTensors
+
+B, IN, H, OUT = 512, 256, 512, 128
+F32 = 4
+PARAMS = (IN * H + H + H * OUT + OUT) * F32
+ADAM_STEPS = 4 * F32  # one float32 `step` tensor per parameter
+BATCH = B * IN * F32 + B * OUT * F32  # x and y, alive all along
+ACTIVATIONS = (B * H + B * H + B * OUT) * F32  # Linear, ReLU, Linear outputs
+LOSS = B * OUT * F32
+"""CPU mse_loss returns a 0-dim view of its elementwise buffer: the loss holds B x OUT floats."""
+
+MLP = f"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear({IN}, {H}), nn.ReLU(), nn.Linear({H}, {OUT}))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x, y = torch.randn({B}, {IN}), torch.randn({B}, {OUT})
+for _ in range(3):
+    opt.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def _near(measured: int, expected: int, rel: float = 0.03) -> bool:
+    return abs(measured - expected) <= rel * expected
+
+
+def test_mlp_peak_is_params_adam_state_batch_and_activations(run_inprocess):
+    code, run = run_inprocess(MLP)
+    assert code == 0
+    steps = run.steps()
+    assert len(steps) == 3
+    # From step 2 on Adam's state (2 x params) is resident while forward keeps every
+    # activation for backward: that is the peak, at the loss (the previous step's loss is
+    # still bound to `loss` until the new one is assigned).
+    forward_peak = PARAMS + 2 * PARAMS + ADAM_STEPS + BATCH + ACTIVATIONS + 2 * LOSS
+    # After backward: activations freed, gradients made.
+    optimizer_peak = PARAMS + PARAMS + 2 * PARAMS + ADAM_STEPS + BATCH + LOSS
+    for step in steps[1:]:
+        assert step.extra["peak_method"].startswith("live tensor storage")
+        assert _near(step.peak_bytes, forward_peak), (step.peak_bytes, forward_peak)
+        phases = step.extra["peak_phase_bytes"]
+        assert _near(phases["optimizer"], optimizer_peak), (phases, optimizer_peak)
+        assert step.extra["heap_peak_bytes"] > 0  # the C heap figure, for comparison
+    # Step 1: no Adam state during forward; the state appears at its optimizer step.
+    first = steps[0]
+    assert _near(first.peak_bytes, max(PARAMS + BATCH + ACTIVATIONS + LOSS, optimizer_peak))
+    assert _near(run.meta()["live_tensor_peak_bytes"], forward_peak)
+
+
+def test_views_count_once_and_storage_is_released_when_the_last_dies():
+    live = LiveTensors()
+    t = torch.zeros(1000)
+    view = t[10:20]
+    live.see(t)
+    live.see(view)
+    assert live.total == 4000
+    del t
+    gc.collect()
+    assert live.total == 4000  # the view still holds the storage
+    del view
+    gc.collect()
+    assert live.total == 0 and live.peak == 4000
+
+
+def test_grad_requiring_outputs_count_until_backward_returns():
+    live = LiveTensors()
+    w = torch.ones(100, requires_grad=True)
+    out = w * 2
+    live.see(out, "forward", activation=True)
+    plain = torch.ones(50)
+    live.see(plain, "forward", activation=True)  # no grad_fn: not kept for backward
+    del out, plain
+    gc.collect()
+    assert live.total == 400  # autograd may have saved it
+    live.backward_done()
+    assert live.total == 0
+    peak, phases = live.end_step()
+    assert peak == 600 and phases == {"forward": 600, "backward": 400}
