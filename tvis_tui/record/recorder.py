@@ -31,13 +31,16 @@ from torch.nn.modules.loss import _Loss
 from tvis_tui.record.calls import CallLog, OpenCall
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.functions import FunctionTracer
+from tvis_tui.record.gradients import ActivationGrads
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
+from tvis_tui.record import per_sample_loss
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
+from tvis_tui.record.updates import ParamUpdates
 from tvis_tui.store.records import CallRecord
 from tvis_tui.store.writer import RunWriter
 
@@ -87,6 +90,8 @@ class Recorder:
         self.names = ModuleNames()
         self.data = DataCapture(self)
         self.functions = FunctionTracer(self)
+        self.grads = ActivationGrads(self)
+        self.updates = ParamUpdates(self)
         self.step_limit = step_limit
         self.warnings: list[str] = []
         self._pid = os.getpid()
@@ -106,6 +111,7 @@ class Recorder:
             optim.register_optimizer_step_post_hook(self._optimizer_post),
         ]
         self._undo.extend(h.remove for h in handles)
+        self._undo.append(self.grads.close)  # output hooks on tensors still alive go quiet
         self._wrap(torch.autograd, "backward", self._backward)
         self._wrap(dataloader_module._BaseDataLoaderIter, "__next__", self._next_batch)
         self._wrap(torch.optim.Optimizer, "__init__", self._optimizer_init)
@@ -232,16 +238,21 @@ class Recorder:
             (kwargs, result), error = rest, None
         else:
             kwargs, result, error = {}, rest[0], sys.exc_info()[1]
-        self._guard(self._close_module, module, kwargs, result, error, ended)
+        self._guard(self._close_module, module, kwargs, result, error, ended, args)
 
     def _close_module(self, module: torch.nn.Module, kwargs: dict, result: Any,
-                      error: BaseException | None, ended: int) -> None:
+                      error: BaseException | None, ended: int, args: tuple = ()) -> None:
         call = self.log.innermost(id(module))
         if call is None:
             return
         if kwargs:
             self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
         self.log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
+        if error is None:
+            self.grads.watch(call.record.seq, leaves(result, "out"))
+        if error is None and call.record.phase == "loss" and not per_sample_loss.is_nested(self.log.stack, call):
+            per_sample_loss.attach(self.log, self.steps, call,
+                                   lambda: per_sample_loss.for_module(module, args, kwargs), self.warn)
 
     def _compile(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         target = args[0] if args else kwargs.get("model")
@@ -272,9 +283,11 @@ class Recorder:
         call = self.log.open(kind="optimizer", name=type(opt).__name__, type_=type(opt).__qualname__,
                              phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
                              def_site=self.sites.def_site(type(opt), "step"),
-                             extra={"lr": float(lr)} if lr is not None else {})
+                             extra={**({"lr": float(lr)} if lr is not None else {}),
+                                    **self.updates.step_extra(opt)})
         params = [p for group in opt.param_groups for p in group["params"]]
         self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(params))
+        self.updates.before_step(opt)
 
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
@@ -284,6 +297,7 @@ class Recorder:
     def _close_optimizer(self, opt: Any, ended: int) -> None:
         call = self.log.innermost(id(opt))
         if call is not None:
+            self.updates.after_step(opt, call.record.seq)
             # The step's result: the parameters it updated, as they are now.
             params = [p for group in opt.param_groups for p in group["params"]]
             self.log.close(call, ended, self.names.with_gradients(params), role="param")
@@ -392,7 +406,8 @@ class Recorder:
                 self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
             raise
         if call is not None:
-            self._guard(self._close_function, call, time.perf_counter_ns(), result)
+            self._guard(self._close_function, call, time.perf_counter_ns(), result,
+                        functools.partial(per_sample_loss.for_function, name[2:], original, args, kwargs))
         return result
 
     def _open_function(self, name: str, fn: Any, args: tuple, kwargs: dict, frame: Any) -> OpenCall:
@@ -401,6 +416,9 @@ class Recorder:
                              owner=id(fn), call_site=self.sites.call_site(frame),
                              def_site=self.sites.def_site(type(fn), "__call__", fn), inputs=inputs)
 
-    def _close_function(self, call: OpenCall, ended: int, result: Any) -> None:
+    def _close_function(self, call: OpenCall, ended: int, result: Any,
+                        per_sample: Callable[[], Any] | None = None) -> None:
         if self.log.innermost(call.owner) is not None:
             self.log.close(call, ended, leaves(result, "out"))
+            if per_sample is not None and not per_sample_loss.is_nested(self.log.stack, call):
+                per_sample_loss.attach(self.log, self.steps, call, per_sample, self.warn)

@@ -14,8 +14,9 @@ from typing import Any, ClassVar, TypeVar
 PHASES: tuple[str, ...] = ("data", "forward", "loss", "backward", "optimizer", "other")
 """Phases of a training step, in the order a step usually runs through them."""
 
-ROLES: tuple[str, ...] = ("input", "output", "grad", "param_grad", "update", "param")
-"""What a slot of a call holds; the index is the role code used in keys."""
+ROLES: tuple[str, ...] = ("input", "output", "grad", "param_grad", "update", "param", "per_sample")
+"""What a slot of a call holds; the index is the role code used in keys. New roles are
+appended (never inserted) so the codes of older runs keep their meaning."""
 
 T = TypeVar("T", bound="_Wire")
 
@@ -113,6 +114,7 @@ class Slot(_Wire):
     hist_hi: float | None = None
     values_dtype: str | None = None
     values_from: tuple[int, str, int] | None = None
+    ratio: float | None = None  # "update" slots: ‖update‖ / ‖param before the step‖
 
     _nested: ClassVar[dict[str, type]] = {"stats": TensorStats}
 

@@ -1,0 +1,95 @@
+"""Activation gradients: the gradient of each recorded module output, summarized like a value.
+
+When a recorded module call returns, each output tensor that requires grad gets a tensor
+hook (`Tensor.register_hook`). When backward computes that tensor's gradient, the hook
+writes it as a slot of role "grad" on the module call, with the same index and path as the
+output slot (`out`, `out[0]`), through the same SlotMaker (capture mode, values cap, one
+summary for a tensor seen twice: a Sequential's output is its last layer's).
+
+Why tensor hooks and not module full-backward hooks: those wrap outputs in a
+BackwardHookFunction, which breaks on outputs modified in place (ReLU(inplace=True)).
+
+Semantics worth knowing (torch's, checked in tests/record/test_gradients.py):
+- A tensor modified in place after the module returned (an in-place ReLU) keeps its hook on
+  the node that produced it, so the grad is the one of the value the module returned.
+- The grad of a tensor is complete when its hook runs (contributions are summed first).
+- Outputs that are never backpropagated: the hook never runs, nothing is written.
+- Leaf outputs (a module returning a tensor that has no grad_fn) are skipped: a hook on a
+  leaf outlives the step and would fire on every later backward.
+- retain_graph / a second backward through the same graph: only the first grad is kept.
+- Reentrant checkpointing: outputs made under no_grad need no hook; the recompute's calls
+  (phase "backward") get the grads. Non-reentrant: the recompute's outputs are not
+  backpropagated through, the original calls get the grads.
+- On CUDA the autograd engine runs hooks on its device threads: tvis's time there is
+  counted on that thread, so it is not taken off the backward call's duration.
+
+A hook holds the call's seq and the slot's path, never the tensor or the graph; it returns
+None (the gradient is never changed) and is guarded like every tvis hook.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any, Iterator
+
+import torch
+
+from tvis_tui.record.slots import MAX_SLOTS
+
+if TYPE_CHECKING:
+    from tvis_tui.record.recorder import Recorder
+
+
+class ActivationGrads:
+    """Registers the per-output tensor hooks and writes the grad slots they see."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = weakref.ref(recorder)  # a tensor kept past the run keeps no recorder
+        self.closed = False
+
+    def close(self) -> None:
+        """After this, hooks still attached to live tensors do nothing (the store is shut)."""
+        self.closed = True
+
+    def watch(self, seq: int, outputs: Iterator[tuple[str, Any]]) -> None:
+        """Hook every output tensor of call `seq` that backward may reach."""
+        for index, (path, value) in enumerate(outputs):
+            if index >= MAX_SLOTS:  # slots past the cap were not recorded either
+                break
+            if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
+                try:
+                    value.register_hook(_GradHook(self, seq, index, path))
+                except RuntimeError as exc:  # functorch-wrapped tensors and the like
+                    self._warn(f"an output gradient will not be recorded: {exc}")
+
+    def record(self, seq: int, index: int, path: str, grad: torch.Tensor) -> None:
+        """Write `grad` as the "grad" slot `index` of call `seq` (runs inside backward)."""
+        recorder = self._recorder()
+        if recorder is None:
+            return
+        recorder.log.put_slots(seq, "grad", iter(((path, grad),)), index)
+
+    def _warn(self, message: str) -> None:
+        recorder = self._recorder()
+        if recorder is not None:
+            recorder.warn(message)
+
+
+class _GradHook:
+    """One output's hook: small, holding no tensor; records the first grad it sees."""
+
+    __slots__ = ("owner", "seq", "index", "path", "fired")
+
+    def __init__(self, owner: ActivationGrads, seq: int, index: int, path: str) -> None:
+        self.owner, self.seq, self.index, self.path = owner, seq, index, path
+        self.fired = False
+
+    def __call__(self, grad: torch.Tensor) -> None:
+        owner = self.owner
+        if self.fired or owner.closed or grad is None:
+            return None
+        self.fired = True
+        recorder = owner._recorder()
+        if recorder is not None and not torch.compiler.is_compiling() and recorder._active():
+            recorder._guard(owner.record, self.seq, self.index, self.path, grad)
+        return None  # never replace the gradient

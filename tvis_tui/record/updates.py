@@ -1,0 +1,123 @@
+"""What an optimizer step did: per-parameter updates, update-to-weight ratios, no-grad params.
+
+Before `Optimizer.step()` runs, each parameter that has a gradient (the only ones torch's
+optimizers touch) is copied; after it, `update = after - before` is computed in the
+parameter's own dtype (exactly what a manual copy would give) and written as a slot of role
+"update" named like the parameter, with `Slot.ratio` = ‖update‖ / ‖param before‖ (both L2,
+in float32/float64 like stats.py; None when the parameter was all zeros).
+
+The step's call record gets in `extra`:
+- `lrs`: the learning rate of each param group, in order (`lr` stays the first group's);
+  a tensor lr on an accelerator is left as None rather than synchronizing to read it.
+- `no_grad`: names of the parameters of the optimizer that had no gradient at the step
+  (frozen, or unused in the forward); at most NO_GRAD_NAMES, with `no_grad_count` the total.
+
+The copies are bounded by SNAPSHOT_BUDGET_BYTES per step: parameters past it (in
+param-group order) get no update slot, and the run gets a warning naming how many.
+Copying only reads the parameters: the step's numerics are unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from tvis_tui.record.recorder import Recorder
+
+SNAPSHOT_BUDGET_BYTES = 1 << 30
+"""Bytes of parameter copies per optimizer step (on the parameters' own devices). 1 GiB
+covers every parameter of a ~250M-parameter fp32 model; past that, memory spent on the
+copies could change whether training fits at all, so the rest go without an update."""
+
+NO_GRAD_NAMES = 64
+"""Names listed in `extra.no_grad`; a frozen backbone has thousands, the count says so."""
+
+
+class ParamUpdates:
+    """Copies parameters before a step and writes their updates after it."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        # id(optimizer) -> [(name, param, copy before the step)]; replaced at each step, so
+        # a step that raised leaves its copies only until that optimizer's next step.
+        self._before: dict[int, list[tuple[str, torch.Tensor, torch.Tensor]]] = {}
+
+    def step_extra(self, opt: Any) -> dict[str, Any]:
+        """`lrs`, `no_grad` and `no_grad_count` for the step's call record."""
+        names = self._recorder.names.parameter_names()
+        missing = [names.get(id(p), f"param[{i}]") for i, p in enumerate(_params(opt)) if p.grad is None]
+        extra: dict[str, Any] = {"lrs": [_lr(group.get("lr")) for group in opt.param_groups]}
+        if missing:
+            extra["no_grad"] = missing[:NO_GRAD_NAMES]
+            extra["no_grad_count"] = len(missing)
+        return extra
+
+    def before_step(self, opt: Any) -> None:
+        """Copy each parameter with a gradient, within the budget."""
+        names = self._recorder.names.parameter_names()
+        copies: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+        used = skipped = 0
+        self._before.pop(id(opt), None)  # free the last step's copies before making new ones
+        with torch.no_grad():
+            for i, p in enumerate(_params(opt)):
+                if p.grad is None:
+                    continue
+                size = p.numel() * p.element_size()
+                if used + size > SNAPSHOT_BUDGET_BYTES:
+                    skipped += 1
+                    continue
+                used += size
+                copies.append((names.get(id(p), f"param[{i}]"), p, p.detach().clone()))
+        self._before[id(opt)] = copies
+        if skipped:
+            self._recorder.warn(f"{type(opt).__name__}: updates of {skipped} parameters were not recorded "
+                                f"(copies over {SNAPSHOT_BUDGET_BYTES >> 20} MiB per step)")
+
+    def after_step(self, opt: Any, seq: int) -> None:
+        """Write the "update" slots of step call `seq`, each with its ratio."""
+        copies = self._before.pop(id(opt), [])
+        if not copies:
+            return
+        pairs, ratios = [], []
+        with torch.no_grad():
+            for name, p, before in copies:
+                update = p.detach() - before  # in the parameter's dtype: exact
+                pairs.append((name, update))
+                ratios.append(_norm(before))
+        log = self._recorder.log
+        slots, _ = log.slots.make(seq, "update", iter(pairs))
+        out = []
+        for (slot, values), before_norm in zip(slots, ratios):
+            norm = slot.stats.norm if slot.stats else None
+            if norm is not None and before_norm:
+                slot = replace(slot, ratio=norm / before_norm)
+            out.append((slot, values))
+        log.writer.put_slots(seq, out)
+
+
+def _params(opt: Any) -> list[torch.Tensor]:
+    return [p for group in opt.param_groups for p in group["params"]]
+
+
+def _lr(lr: Any) -> float | None:
+    if isinstance(lr, torch.Tensor):
+        return float(lr) if lr.device.type == "cpu" and lr.numel() == 1 else None
+    return float(lr) if isinstance(lr, (int, float)) else None
+
+
+def _norm(t: torch.Tensor) -> float | None:
+    """L2 norm of the finite values, in float32 (float64 for float64), like stats.py."""
+    if t.is_complex() or t.numel() == 0:
+        return None
+    f = t.reshape(-1)
+    if f.dtype not in (torch.float32, torch.float64):
+        f = f.float()
+    value = torch.dot(f, f).item()
+    if not math.isfinite(value):  # NaN/Inf in the weights: the norm of the rest
+        f = f[torch.isfinite(f)]
+        value = torch.dot(f, f).item() if f.numel() else math.nan
+    return math.sqrt(value) if math.isfinite(value) else None
