@@ -13,7 +13,7 @@ F32 = 4
 PARAMS = (IN * H + H + H * OUT + OUT) * F32
 ADAM_STEPS = 4 * F32  # one float32 `step` tensor per parameter
 BATCH = B * IN * F32 + B * OUT * F32  # x and y, alive all along
-ACTIVATIONS = (B * H + B * H + B * OUT) * F32  # Linear, ReLU, Linear outputs
+HIDDEN = B * H * F32  # the first Linear's output, and ReLU's
 LOSS = B * OUT * F32
 """CPU mse_loss returns a 0-dim view of its elementwise buffer: the loss holds B x OUT floats."""
 
@@ -42,10 +42,10 @@ def test_mlp_peak_is_params_adam_state_batch_and_activations(run_inprocess):
     assert code == 0
     steps = run.steps()
     assert len(steps) == 3
-    # From step 2 on Adam's state (2 x params) is resident while forward keeps every
-    # activation for backward: that is the peak, at the loss (the previous step's loss is
-    # still bound to `loss` until the new one is assigned).
-    forward_peak = PARAMS + 2 * PARAMS + ADAM_STEPS + BATCH + ACTIVATIONS + 2 * LOSS
+    # From step 2 on Adam's state (2 x params) is resident during forward. The peak is as
+    # ReLU returns: its input (the Linear's output, which no backward saves and which dies
+    # next) and its output are alive, and the previous step's loss is still bound to `loss`.
+    forward_peak = PARAMS + 2 * PARAMS + ADAM_STEPS + BATCH + 2 * HIDDEN + LOSS
     # After backward: activations freed, gradients made.
     optimizer_peak = PARAMS + PARAMS + 2 * PARAMS + ADAM_STEPS + BATCH + LOSS
     for step in steps[1:]:
@@ -56,7 +56,7 @@ def test_mlp_peak_is_params_adam_state_batch_and_activations(run_inprocess):
         assert step.extra["heap_peak_bytes"] > 0  # the C heap figure, for comparison
     # Step 1: no Adam state during forward; the state appears at its optimizer step.
     first = steps[0]
-    assert _near(first.peak_bytes, max(PARAMS + BATCH + ACTIVATIONS + LOSS, optimizer_peak))
+    assert _near(first.peak_bytes, max(PARAMS + BATCH + 2 * HIDDEN, optimizer_peak))
     assert _near(run.meta()["live_tensor_peak_bytes"], forward_peak)
 
 
@@ -78,7 +78,7 @@ def test_views_count_once_and_storage_is_released_when_the_last_dies():
 def test_grad_requiring_outputs_count_until_backward_returns():
     live = LiveTensors()
     w = torch.ones(100, requires_grad=True)
-    out = w * 2
+    out = torch.relu(w * 2)  # relu saves its result for backward
     live.see(out, "forward", activation=True)
     plain = torch.ones(50)
     live.see(plain, "forward", activation=True)  # no grad_fn: not kept for backward
@@ -89,3 +89,36 @@ def test_grad_requiring_outputs_count_until_backward_returns():
     assert live.total == 0
     peak, phases = live.end_step()
     assert peak == 600 and phases == {"forward": 600, "backward": 400}
+
+
+def test_tensors_saved_inside_a_module_count_when_backward_begins(run_inprocess):
+    b, n_in, n_hidden = 256, 128, 1024
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear({n_in}, {n_hidden})
+
+    def forward(self, x):
+        h = torch.sigmoid(self.fc(x))  # saved by sigmoid and by the product, never an output
+        return (h * h).sum(dim=1)
+
+model = Gate()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn({b}, {n_in})
+for _ in range(2):
+    opt.zero_grad()
+    loss = model(x).mean()
+    loss.backward()
+    opt.step()
+""")
+    assert code == 0
+    params = (n_in * n_hidden + n_hidden) * F32
+    saved_hidden = b * n_hidden * F32
+    expected = params + b * n_in * F32 + saved_hidden + b * F32 + F32
+    backward = run.steps()[1].extra["peak_phase_bytes"]["backward"]
+    assert _near(backward, expected), (backward, expected)

@@ -101,7 +101,7 @@ class CallLog:
         self.writer.put_call(record)
         self.steps.note_call(seq)
         on_cuda = [False]
-        inputs = self.timer.watch(self.memory.watch(inputs, phase), on_cuda)
+        inputs = self.timer.watch(self.memory.watch(inputs, phase, backward=kind == "backward"), on_cuda)
         slots, _ = self.slots.make(seq, "input", inputs)
         self.writer.put_slots(seq, slots)
         call.inputs = len(slots)

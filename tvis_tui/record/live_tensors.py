@@ -9,13 +9,15 @@ views of it were seen, and stops counting when the last seen tensor of it dies (
 callback; the tensor itself is never held, so nothing lives longer than it would).
 
 Saved activations: autograd keeps the tensors it saved for backward after the script drops
-its own references (`x = layer(x)` rebinds x). `saved_tensors_hooks` would show them, but an
-identity pack hook makes an output that saves itself hold itself (a reference cycle through
-its grad_fn, freed only by the garbage collector: memory grows) and it nests badly with
-checkpointing, so it is not used. Instead a module output that requires grad and dies
-before backward keeps counting until the next backward() returns: autograd holds most of
-them until then (an approximation: an output no backward formula saves, like a Linear's
-output followed by ReLU, is counted too; intermediates inside a module are not seen).
+its own references (`x = layer(x)` rebinds x). A tensor saved as an op's input keeps its
+Python object alive (torch preserves it while C++ holds it), so it keeps counting by itself;
+one saved as its op's result (ReLU, softmax: the grad_fn has `_saved_result`) is saved as a
+new tensor, so such a module output keeps counting after it dies, until backward() returns.
+As backward() begins, what the graph saved is read off it (saved.py, `add_saved`): that
+sample also counts the tensors saved inside modules. `saved_tensors_hooks` with an identity
+pack hook would show saves as they happen, but it makes a saved result hold itself (a
+reference cycle through its grad_fn, left to the garbage collector), torch.func refuses to
+run under it and it nests with checkpointing: not used.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class LiveTensors:
             return
         if size == 0:
             return
-        held = activation and tensor.requires_grad and tensor.grad_fn is not None
+        held = activation and tensor.requires_grad and _saves_result(tensor.grad_fn)
         tid = id(tensor)
         with self._lock:
             self._refs[tid] = (weakref.ref(tensor, lambda _, tid=tid: self._dead(tid)), key, held)
@@ -100,14 +102,22 @@ class LiveTensors:
             if held:
                 self._held += size
 
+    def add_saved(self, saved: dict[int, int], phase: str | None = "backward") -> None:
+        """Sample with the storages autograd saved ({data_ptr: nbytes}) counted too (the
+        dead outputs kept by the rule above are among them if they were saved)."""
+        with self._lock:
+            extra = sum(n for key, n in saved.items() if key not in self._count)
+        self.sample(phase, self.live + extra)
+
     def backward_done(self, phase: str | None = "backward") -> None:
         """backward() returned: autograd has freed what it saved."""
         self.sample(phase)
         with self._lock:
             self._held = 0
 
-    def sample(self, phase: str | None = None) -> None:
-        total = self.live + self._held
+    def sample(self, phase: str | None = None, total: int | None = None) -> None:
+        if total is None:
+            total = self.live + self._held
         if total > self.peak:
             self.peak = total
         if phase is not None and total > self.phase_peak.get(phase, 0):
@@ -123,3 +133,17 @@ class LiveTensors:
             self.peak, self.phase_peak = 0, {}
         self.sample()
         return peak, phases
+
+
+_result_saving: dict[type, bool] = {}
+
+
+def _saves_result(grad_fn: Any) -> bool:
+    """Whether the op that made a tensor saved the tensor itself for its backward."""
+    if grad_fn is None:
+        return False
+    cls = type(grad_fn)
+    saves = _result_saving.get(cls)
+    if saves is None:
+        saves = _result_saving[cls] = hasattr(cls, "_saved_result")
+    return saves

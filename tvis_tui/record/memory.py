@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from tvis_tui.record.live_tensors import LiveTensors
+from tvis_tui.record.saved import hooks_active, saved_storages
 
 
 CUDA_METHOD = "cuda max_memory_allocated: the peak since the start, not reset per step"
@@ -70,15 +71,27 @@ class PeakMemory:
         self._heap_base = self._heap() if self._heap else 0
         self._heap_peak = 0
         self.method = CUDA_METHOD if self._cuda else LIVE_METHOD
+        self._walk_graph = True  # off for good once saved-tensor hooks were seen (saved.py)
 
     # -- what the recorder sees ----------------------------------------------------------
 
     def watch(self, pairs: Iterator[tuple[str, Any]], phase: str | None,
-              activation: bool = False) -> Iterator[tuple[str, Any]]:
-        """`pairs` with their tensors counted (unchanged on CUDA)."""
+              activation: bool = False, backward: bool = False) -> Iterator[tuple[str, Any]]:
+        """`pairs` with their tensors counted (unchanged on CUDA); for backward()'s inputs
+        the storages their graph saved are counted too."""
         if self._cuda:
             return pairs
+        if self._walk_graph and hooks_active():
+            self._walk_graph = False
+        if backward and self._walk_graph:
+            return self._watch_backward(pairs)
         return self.live.watch(pairs, phase, activation)
+
+    def _watch_backward(self, pairs: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        for name, value in self.live.watch(pairs, "backward"):
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+                self.live.add_saved(saved_storages(value.grad_fn))
+            yield name, value
 
     def see_optimizer(self, optimizer: Any, phase: str = "optimizer") -> None:
         """Parameters, their gradients and the optimizer's state tensors."""
