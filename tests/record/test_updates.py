@@ -1,0 +1,158 @@
+"""Optimizer steps: the update of each parameter (after - before), its update-to-weight ratio,
+the parameters without a gradient and each param group's learning rate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from tvis_tui.record import updates
+
+from .helpers import tvis_cli, tvis_env, write_script
+from .test_identity import _assert_identical
+
+MODEL = """
+import sys
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 8)
+        self.act = nn.ReLU(inplace=True)
+        self.head = nn.Linear(8, 2)
+        self.frozen = nn.Linear(2, 2)
+        self.frozen.requires_grad_(False)
+
+    def forward(self, x):
+        return self.frozen(self.head(self.act(self.lin(x))))
+
+net = Net().to(DTYPE)
+"""
+
+STEPS = """
+manual = []
+for step in range(3):
+    x = torch.randn(5, 4).to(DTYPE)
+    loss = net(x).float().pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+    before = [p.detach().clone() for p in params]
+    opt.step()
+    manual.append([(p.detach() - b).float() for p, b in zip(params, before)]
+                  + [float(b.float().norm()) for b in before])
+torch.save(manual, sys.argv[1])
+"""
+
+SGD = """
+opt = torch.optim.SGD([{"params": net.lin.parameters()},
+                       {"params": [*net.head.parameters(), *net.frozen.parameters()], "lr": 0.5}],
+                      lr=0.1, momentum=0.9)
+"""
+
+ADAM = """
+opt = torch.optim.Adam([{"params": net.lin.parameters(), "lr": 1e-3},
+                        {"params": [*net.head.parameters(), *net.frozen.parameters()]}], lr=1e-2)
+"""
+
+NAMES = ["Net.lin.weight", "Net.lin.bias", "Net.head.weight", "Net.head.bias"]
+
+
+def _steps(run):
+    return [c for c in run.calls(1, run.call_count()) if c.kind == "optimizer"]
+
+
+@pytest.mark.parametrize("optimizer, lrs", [(SGD, [0.1, 0.5]), (ADAM, [1e-3, 1e-2])], ids=["sgd", "adam"])
+@pytest.mark.parametrize("dtype", ["torch.float32", "torch.bfloat16"])
+def test_updates_are_after_minus_before_exactly(run_inprocess, tmp_path, optimizer, lrs, dtype):
+    source = f"import torch\nDTYPE = {dtype}\n" + MODEL + optimizer + STEPS
+    code, run = run_inprocess(source, str(tmp_path / "manual.pt"))
+    assert code == 0
+    manual = torch.load(tmp_path / "manual.pt")
+    steps = _steps(run)
+    assert len(steps) == 3
+    for call, expected in zip(steps, manual):
+        assert call.extra["lrs"] == lrs and call.extra["lr"] == lrs[0]
+        assert call.extra["no_grad"] == ["Net.frozen.weight", "Net.frozen.bias"]
+        assert call.extra["no_grad_count"] == 2
+        slots = run.slots(call.seq, "update")
+        assert [s.path for s in slots] == NAMES
+        assert [s.dtype for s in slots] == [dtype.removeprefix("torch.")] * 4
+        deltas, norms = expected[:4], expected[4:]
+        for slot, delta, norm in zip(slots, deltas, norms):
+            np.testing.assert_array_equal(run.values(call.seq, slot), delta.numpy())
+            assert slot.ratio == pytest.approx(float(delta.norm()) / norm, rel=1e-4)
+        # Frozen parameters: neither a gradient, nor an update, nor an updated value.
+        for role in ("param_grad", "update", "param"):
+            assert not any("frozen" in s.path for s in run.slots(call.seq, role))
+    assert not run.meta()["warnings"]
+
+
+def test_parameters_past_the_snapshot_budget_get_a_warning(run_inprocess, tmp_path, monkeypatch):
+    # In order: lin.weight 128 bytes (over), lin.bias 32, head.weight 64, head.bias 8 (over).
+    monkeypatch.setattr(updates, "SNAPSHOT_BUDGET_BYTES", 100)
+    code, run = run_inprocess("import torch\nDTYPE = torch.float32\n" + MODEL + SGD + STEPS, str(tmp_path / "m.pt"))
+    assert code == 0
+    step = _steps(run)[0]
+    assert [s.path for s in run.slots(step.seq, "update")] == ["Net.lin.bias", "Net.head.weight"]
+    assert [s.path for s in run.slots(step.seq, "param_grad")] == NAMES
+    assert any("updates of 2 parameters were not recorded" in w for w in run.meta()["warnings"])
+
+
+def test_export_shows_updates_ratios_and_no_grad_params(tmp_path):
+    script = write_script(tmp_path, "import torch\nDTYPE = torch.float32\n" + MODEL + SGD + STEPS)
+    done = tvis_cli("run", "--steps", "1", "--out", "runs", str(script), "m.pt", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    run_dir = next((tmp_path / "runs").iterdir())
+    out = tvis_cli("export", str(run_dir), "--format", "jsonl", cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    objs = [json.loads(line) for line in out.stdout.splitlines()]
+    calls = [o for o in objs if o.get("kind") == "optimizer"]
+    assert calls and calls[0]["extra"]["no_grad"] == ["Net.frozen.weight", "Net.frozen.bias"]
+    assert calls[0]["extra"]["lrs"] == [0.1, 0.5]
+    updates_ = [s for s in calls[0]["slots"] if s["role"] == "update"]
+    assert [s["path"] for s in updates_] == NAMES and all(s["ratio"] > 0 for s in updates_)
+    lin = next(o for o in objs if o.get("kind") == "module" and o.get("name") == "lin")
+    assert [s["path"] for s in lin["slots"] if s["role"] == "grad"] == ["out"]
+
+
+IDENTITY = """
+import torch
+DTYPE = torch.float32
+""" + MODEL + """
+opt = torch.optim.SGD([{"params": net.lin.parameters()},
+                       {"params": [*net.head.parameters(), *net.frozen.parameters()], "lr": 0.5}],
+                      lr=0.1, momentum=0.9)
+opt2 = torch.optim.Adam(net.head.parameters(), lr=1e-2)
+for step in range(4):
+    x = torch.randn(5, 4)
+    aux = net.lin(x)  # never backpropagated
+    loss = nn.functional.dropout(net(x), 0.2).pow(2).mean()
+    opt.zero_grad()
+    opt2.zero_grad()
+    loss.backward()
+    opt.step()
+    opt2.step()
+    print(f"loss {loss.item():.10f}")
+torch.save({"params": net.state_dict(), "opt": opt.state_dict(), "opt2": opt2.state_dict(),
+            "rng": torch.get_rng_state()}, sys.argv[1])
+"""
+
+
+def test_grads_and_updates_leave_training_bitwise_identical(tmp_path):
+    script = write_script(tmp_path, IDENTITY)
+    plain = subprocess.run([sys.executable, str(script), "plain.pt"], cwd=tmp_path, env=tvis_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    traced = tvis_cli("run", "--out", "runs", str(script), "tvis.pt", cwd=tmp_path, timeout=120)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == plain.stdout and "loss" in plain.stdout
+    _assert_identical(torch.load(tmp_path / "plain.pt"), torch.load(tmp_path / "tvis.pt"))
