@@ -156,3 +156,16 @@ def test_grads_and_updates_leave_training_bitwise_identical(tmp_path):
     assert traced.returncode == 0, traced.stderr
     assert traced.stdout == plain.stdout and "loss" in plain.stdout
     _assert_identical(torch.load(tmp_path / "plain.pt"), torch.load(tmp_path / "tvis.pt"))
+
+
+def test_inspector_shows_the_ratio_beside_an_update(run_inprocess, tmp_path):
+    from tvis_tui.widgets.inspector import slot_cells
+
+    code, run = run_inprocess("import torch\nDTYPE = torch.float32\n" + MODEL + SGD + STEPS, str(tmp_path / "m.pt"))
+    assert code == 0
+    step = _steps(run)[0]
+    update = run.slots(step.seq, "update")[0]
+    name = slot_cells(update)[0].plain
+    assert name.startswith("update Net.lin.weight") and f"Δ/w {update.ratio:.2g}" in name
+    grad = run.slots(step.seq, "param_grad")[0]
+    assert "Δ/w" not in slot_cells(grad)[0].plain

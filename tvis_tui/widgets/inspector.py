@@ -24,6 +24,8 @@ def slot_cells(slot: Slot) -> list[Text]:
     bad_text = Text(f"{stats.nan}/{stats.posinf + stats.neginf}" if stats else "", style="bold red" if bad else "dim")
     if slot.has_values:
         name.append(" ⏎", style="dim")
+    if slot.ratio is not None:  # an optimizer update: how far the step moved the weight
+        name.append(f" Δ/w {slot.ratio:.2g}", style="cyan")
     return [
         name,
         Text(shape(slot.shape)),
