@@ -1,0 +1,143 @@
+"""Recorded times leave tvis's own work out; on CUDA they come from events (faked here)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import torch
+
+from tvis_tui.record import calls, slots, timing
+from tvis_tui.record.data import DataCapture
+
+MS = 1_000_000
+
+NESTED = """
+import time
+import torch
+from torch import nn
+
+class Inner(nn.Module):
+    def forward(self, x):
+        time.sleep(0.020)
+        return x * 2
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+        self.w = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        y = self.inner(x) * self.w
+        time.sleep(0.010)
+        return y
+
+model = Outer()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.ones(4)).sum().backward()
+    opt.step()
+"""
+
+TVIS_WORK_S = 0.005
+
+
+def _slow_capture(monkeypatch, cls, name):
+    original = getattr(cls, name)
+
+    def slow(*args, **kwargs):
+        time.sleep(TVIS_WORK_S)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cls, name, slow)
+
+
+def test_durations_and_step_times_leave_tvis_capture_work_out(run_inprocess, monkeypatch):
+    _slow_capture(monkeypatch, slots.SlotMaker, "make")  # 5 ms of "capture" per slot set
+    code, run = run_inprocess(NESTED)
+    assert code == 0
+    by_name = {c.name: c for c in run.calls(1, run.call_count()) if c.step == 2}
+    # Inner: 20 ms of sleep; Outer: 30 ms. Its child's open and close (2 x 5 ms) and its
+    # own capture would add 15 ms or more if they were counted.
+    assert 19 * MS <= by_name["inner"].duration_ns < 25 * MS
+    assert 29 * MS <= by_name["Outer"].duration_ns < 37 * MS
+    step = run.steps()[1]
+    overhead = step.extra["tvis_overhead_ns"]
+    assert overhead >= 6 * TVIS_WORK_S * 1e9  # at least 6 slot sets in a step
+    wall = step.extra["wall_ns"]
+    assert 29 * MS <= wall < 30 * MS + overhead / 2
+    assert sum(step.phase_ns.values()) == wall  # "other" is the rest of wall_ns
+    # Inside Outer: Inner's open and close (Outer's own are between calls).
+    assert step.extra["tvis_overhead_phase_ns"]["forward"] >= 2 * TVIS_WORK_S * 1e9
+    assert run.meta()["tvis_overhead_ns"] >= overhead
+
+
+def test_batch_duration_leaves_the_data_capture_out(run_inprocess, monkeypatch):
+    _slow_capture(monkeypatch, DataCapture, "_deliver")
+    code, run = run_inprocess("""
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        time.sleep(0.010)
+        return torch.tensor([float(i)])
+
+for batch in DataLoader(Slow(), batch_size=1):
+    pass
+""")
+    assert code == 0
+    batches = [c for c in run.calls(1, run.call_count()) if c.kind == "data" and not c.extra.get("exhausted")]
+    assert batches
+    for call in batches:
+        assert 9 * MS <= call.duration_ns < 10 * MS + TVIS_WORK_S * 1e9 / 2
+
+
+class FakeEvent:
+    """A CUDA event that says 7 ms passed between any two, and notes where it waited."""
+
+    waited_on: list[str] = []
+
+    def record(self) -> None:
+        self.recorded = True
+
+    def synchronize(self) -> None:
+        FakeEvent.waited_on.append(threading.current_thread().name)
+
+    def elapsed_time(self, end: "FakeEvent") -> float:
+        assert self.recorded and end.recorded
+        return 7.0
+
+
+def test_cuda_calls_are_timed_by_events_resolved_on_the_writer_thread(run_inprocess, monkeypatch):
+    FakeEvent.waited_on = []
+
+    def fake_timer() -> timing.CudaTimer:
+        return timing.CudaTimer(event=FakeEvent, initialized=lambda: True,
+                                is_cuda=lambda value: isinstance(value, torch.Tensor))
+
+    monkeypatch.setattr(calls, "CudaTimer", fake_timer)
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+""")
+    assert code == 0
+    timed = [c for c in run.calls(1, run.call_count()) if c.kind in ("module", "backward")]
+    assert timed and all(c.duration_ns == 7 * MS for c in timed)
+    assert all(c.extra["clock"] == "cuda events" and "cpu_duration_ns" in c.extra for c in timed)
+    step = run.steps()[1]
+    assert step.phase_ns["forward"] == 7 * MS and step.phase_ns["backward"] == 7 * MS
+    assert step.extra["phase_clock"] == "cuda events" and "forward" in step.extra["cpu_phase_ns"]
+    assert FakeEvent.waited_on and set(FakeEvent.waited_on) == {"tvis-writer"}
