@@ -55,6 +55,7 @@ class StepTracker:
         self._first: int | None = None
         self._last = 0
         self._losses: list[float] = []
+        self._extra: dict[str, Any] = {}  # what other parts of the recorder add (note_extra)
         self._phase_ns = dict.fromkeys(PHASES, 0)
         self._phase_overhead: dict[str, int] = {}
         self._gpu_events: list[tuple[str, Any, Any]] = []
@@ -89,6 +90,11 @@ class StepTracker:
     def add_loss(self, value: float) -> None:
         with self._lock:
             self._losses.append(value)
+
+    def note_extra(self, key: str, value: Any) -> None:
+        """Set `extra[key]` of the current step's record (the last value set wins)."""
+        with self._lock:
+            self._extra[key] = value
 
     # -- boundaries ----------------------------------------------------------------------
 
@@ -131,7 +137,8 @@ class StepTracker:
         phases = {k: v for k, v in self._phase_ns.items() if v}
         phases["other"] = phases.get("other", 0) + max(wall - sum(phases.values()), 0)
         peak, memory_extra = self._memory.end_step()
-        extra: dict[str, Any] = {"wall_ns": wall, "tvis_overhead_ns": overhead, **memory_extra}
+        extra: dict[str, Any] = {"wall_ns": wall, "tvis_overhead_ns": overhead, **memory_extra,
+                                 **self._extra}
         if self._phase_overhead:
             extra["tvis_overhead_phase_ns"] = self._phase_overhead
         if len(self._losses) > 1:

@@ -1,0 +1,203 @@
+"""Per-sample loss: how much each element of the batch contributed to a recorded loss.
+
+When a standard criterion is recorded (a loss module of phase "loss", or a functional loss
+recorded as `F.<name>`), the loss is computed again from the same inputs and options with
+`reduction="none"`, under `torch.no_grad()`: no autograd graph is built, no random number is
+drawn, the inputs are only read. The unreduced loss is then reduced over every dim but the
+first, the way the criterion itself reduces:
+
+- cross-entropy / NLL with class targets: a sample's value is the weighted mean over its
+  non-ignored positions, sum(l) / sum(w[target]) (the weights are 1 without `weight`); its
+  weight is that denominator. Ignored positions count for nothing; a sample whose positions
+  are all ignored has value 0 and weight 0.
+- MSE / L1 / Huber given an element-wise `weight`: the same, with the element weights.
+- everything else (BCE, BCE-with-logits, smooth-L1, unweighted MSE/L1/Huber, CE with
+  probability targets): the plain mean over the sample's elements, all weights equal.
+
+With `reduction="sum"` a sample's value is its sum (weight 1), so the values add up to the
+loss; with "mean" sum(w_i * l_i) / sum(w_i) gives it back; with "none" the values are means.
+The first dim is whatever the shapes give: a language model that flattens logits to
+(N*T, C) gets one value per token. Unbatched inputs (a 0-d unreduced loss) get nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn import _reduction
+
+CLASS_LOSSES = ("cross_entropy", "nll_loss")
+"""Class-index targets: weights and ignore_index act per position (see the module doc)."""
+
+ELEMENT_WEIGHTED = ("mse_loss", "l1_loss", "huber_loss")
+"""`weight` is element-wise and "mean" divides by its sum."""
+
+FUNCTIONS = (*CLASS_LOSSES, "binary_cross_entropy", "binary_cross_entropy_with_logits",
+             *ELEMENT_WEIGHTED, "smooth_l1_loss")
+
+MODULES: dict[type, tuple[str, tuple[str, ...]]] = {
+    nn.CrossEntropyLoss: ("cross_entropy", ("weight", "ignore_index", "label_smoothing")),
+    nn.NLLLoss: ("nll_loss", ("weight", "ignore_index")),
+    nn.BCELoss: ("binary_cross_entropy", ("weight",)),
+    nn.BCEWithLogitsLoss: ("binary_cross_entropy_with_logits", ("weight", "pos_weight")),
+    nn.MSELoss: ("mse_loss", ()),
+    nn.L1Loss: ("l1_loss", ()),
+    nn.SmoothL1Loss: ("smooth_l1_loss", ("beta",)),
+    nn.HuberLoss: ("huber_loss", ("delta",)),
+}
+"""Loss module class -> the functional it calls and the attributes it passes along."""
+
+
+@dataclass(frozen=True, slots=True)
+class PerSample:
+    """One value per batch element, and the weight each has in a "mean" reduction
+    (None when all weights are equal)."""
+
+    values: torch.Tensor
+    weights: torch.Tensor | None
+    reduction: str
+
+    def slots(self) -> list[tuple[str, torch.Tensor]]:
+        pairs = [("per_sample", self.values)]
+        if self.weights is not None:
+            pairs.append(("per_sample.weight", self.weights))
+        return pairs
+
+    def reduced(self) -> torch.Tensor:
+        """The recorded loss again, from the per-sample values."""
+        if self.reduction == "sum":
+            return self.values.sum()
+        if self.weights is None:
+            return self.values.mean()
+        return (self.values * self.weights).sum() / self.weights.sum()
+
+
+def _function(name: str) -> Callable[..., Any]:
+    """torch's own function, past any wrapper tvis (or anyone) put around it."""
+    return inspect.unwrap(getattr(F, name))
+
+
+def for_module(module: nn.Module, args: tuple, kwargs: dict) -> PerSample | None:
+    """Per-sample loss of a standard loss module's call; None for any other module
+    (a subclass that overrides `forward` is a custom criterion)."""
+    cls = next((c for c in MODULES if isinstance(module, c)), None)
+    if cls is None or type(module).forward is not cls.forward:
+        return None
+    name, attrs = MODULES[cls]
+    bound = dict(zip(("input", "target"), args))
+    bound.update(kwargs)
+    if "input" not in bound or "target" not in bound:
+        return None
+    options = {a: getattr(module, a) for a in attrs}
+    return compute(name, _function(name), bound["input"], bound["target"],
+                   reduction=module.reduction, **options)
+
+
+def for_function(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> PerSample | None:
+    """Per-sample loss of a call `fn(*args, **kwargs)` of the functional loss `name`."""
+    if name not in FUNCTIONS:
+        return None
+    bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+    size_average, reduce = bound.pop("size_average", None), bound.pop("reduce", None)
+    reduction = bound.pop("reduction", "mean")
+    if size_average is not None or reduce is not None:
+        reduction = _reduction.legacy_get_string(size_average, reduce)
+    return compute(name, fn, bound.pop("input"), bound.pop("target"), reduction=reduction, **bound)
+
+
+def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduction: str,
+            **options: Any) -> PerSample | None:
+    """Recompute loss `name` unreduced and reduce it per sample (see the module doc)."""
+    if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
+        return None
+    if input.is_meta or target.is_meta or reduction not in ("mean", "sum", "none"):
+        return None
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the script already saw the call's own warnings
+        input, target = input.detach(), target.detach()
+        options = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in options.items()}
+        loss = fn(input, target, reduction="none", **options)
+        if loss.dim() == 0:
+            return None
+        denominators = _denominators(name, input, target, loss, options)
+        return _reduce(loss, denominators, reduction)
+
+
+def _denominators(name: str, input: torch.Tensor, target: torch.Tensor, loss: torch.Tensor,
+                  options: dict[str, Any]) -> torch.Tensor | None:
+    """The weight of each unreduced element in a "mean" reduction, shaped like `loss`;
+    None when "mean" is a plain mean."""
+    weight = options.get("weight")
+    if name in CLASS_LOSSES:
+        if target.is_floating_point():  # class probabilities: a plain mean over positions
+            return None
+        ignore = options.get("ignore_index", -100)
+        kept = target != ignore
+        if weight is None:
+            return kept.to(loss.dtype) if not bool(kept.all()) else None
+        w = weight.to(loss.dtype)[torch.where(kept, target, 0)]
+        return torch.where(kept, w, torch.zeros((), dtype=w.dtype, device=w.device))
+    if name in ELEMENT_WEIGHTED and weight is not None:
+        return weight.to(loss.dtype).expand_as(loss)
+    return None
+
+
+def _reduce(loss: torch.Tensor, denominators: torch.Tensor | None, reduction: str) -> PerSample:
+    n = loss.shape[0]
+    flat = loss.reshape(n, -1)
+    if reduction == "sum":
+        return PerSample(flat.sum(1), None, reduction)
+    if denominators is None:
+        return PerSample(flat.mean(1), None, reduction)
+    weights = denominators.reshape(n, -1).sum(1)
+    totals = flat.sum(1)
+    safe = torch.where(weights == 0, torch.ones_like(weights), weights)
+    values = torch.where(weights == 0, torch.zeros_like(totals), totals / safe)
+    return PerSample(values, weights, reduction)
+
+
+WORST = 8
+"""Samples named in the step's `extra["per_sample_loss"]` (highest losses first)."""
+
+
+def is_nested(stack: list[Any], call: Any) -> bool:
+    """True when `call` runs inside another loss call (a criterion built of criteria):
+    only the outermost loss is recomputed."""
+    return any(c is not call and c.record.phase == "loss" and not c.record.extra.get("user")
+               for c in stack)
+
+
+def attach(log: Any, steps: Any, call: Any, make: Callable[[], PerSample | None],
+           warn: Callable[[str], None]) -> None:
+    """Compute the per-sample loss of the closed loss `call` with `make()` and write it
+    as slots of role "per_sample" (log: CallLog; steps: StepTracker)."""
+    try:
+        per_sample = make()
+    except Exception as exc:  # a criterion called in a way tvis did not foresee
+        warn(f"per-sample loss of {call.record.name} not recorded: {type(exc).__name__}: {exc}")
+        return
+    if per_sample is None:
+        return
+    # Straight to the slot maker, not through CallLog.put_slots: these tensors are tvis's
+    # own, and the live-tensor count of the script's memory must not see them.
+    slots, _ = log.slots.make(call.record.seq, "per_sample", iter(per_sample.slots()))
+    log.writer.put_slots(call.record.seq, slots)
+    steps.note_extra("per_sample_loss", step_summary(call.record.seq, per_sample))
+
+
+def step_summary(seq: int, per_sample: PerSample) -> dict[str, Any]:
+    """What a step record says about its last per-sample loss: which call, how many
+    samples, and the highest losses as [[position in the batch, value], ...]."""
+    values = per_sample.values.float()
+    if per_sample.weights is not None:  # fully ignored samples have no loss to rank
+        values = torch.where(per_sample.weights > 0, values, torch.full_like(values, float("-inf")))
+    k = min(WORST, values.numel())
+    top = torch.topk(values.nan_to_num(nan=float("-inf")), k) if k else None
+    worst = [[int(i), float(v)] for v, i in zip(*top) if v != float("-inf")] if top is not None else []
+    return {"seq": seq, "count": int(values.numel()), "reduction": per_sample.reduction, "worst": worst}
