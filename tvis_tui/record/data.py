@@ -27,7 +27,7 @@ from torch.utils.data._utils import fetch as fetch_module
 
 from tvis_tui.record import decoding, workers
 from tvis_tui.record.describe import Budget
-from tvis_tui.record.samples import BatchCapture, current, observed_fetch
+from tvis_tui.record.samples import DETAILED_SAMPLES, BatchCapture, current, observed_fetch
 from tvis_tui.record.tokenizers import TokenizerWatch
 from tvis_tui.store import samples as store
 
@@ -54,6 +54,7 @@ class DataCapture:
         self._batch_size: int | None = None
         self.tokens = TokenizerWatch(self._on_tokens, self._is_user_file,
                                      lambda undo: recorder._undo.append(undo))
+        recorder.writer.put_meta(data_detail_samples=DETAILED_SAMPLES)
 
     def install(self, wrap: Callable[[Any, str, Callable[..., Any]], None]) -> None:
         wrap(builtins, "__build_class__", self.tokens.build_class)
@@ -119,6 +120,8 @@ class DataCapture:
     def _on_tokens(self, tok: Any, make: Callable[[], dict[str, Any]]) -> None:
         capture: BatchCapture | None = current.capture
         if capture is not None:
+            if not capture.wants_detail():
+                return
             entry = capture.guard(make)
             if entry is not None:
                 capture.on_tokens(entry)

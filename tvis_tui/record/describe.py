@@ -6,11 +6,17 @@ byte budget, the exact values), "image" (a PIL image), "text", "bytes", "scalar"
 "tuple" / "list" / "dict" (with "items"), or "repr". Image-like tensors and arrays also
 carry an "image": a drawable uint8 H x W x C copy (see images.py). A shared `Budget`
 bounds the bytes one batch may keep; past it values keep their statistics only.
+
+Describing is most of the data capture's cost, so it does the least it can: sample
+tensors get statistics but no histogram (nothing shows one), and a `Memo` hands back the
+description already made for the same unchanged tensor (a transform that returns its input
+unchanged, the pipeline's output that is also the item) instead of summarizing it again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 import numpy as np
@@ -44,9 +50,13 @@ class Budget:
         return max(min(self.per_value, self.left), 0)
 
 
-def describe(value: Any, budget: Budget, depth: int = 0) -> dict[str, Any]:
+Memo = dict
+"""id(tensor) -> (weak reference, version counter, description): one batch's descriptions."""
+
+
+def describe(value: Any, budget: Budget, depth: int = 0, memo: Memo | None = None) -> dict[str, Any]:
     if isinstance(value, torch.Tensor):
-        return _tensor(value, budget, "tensor")
+        return _remembered(value, budget, memo)
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "biufc":
             return {"kind": "repr", "repr": short_repr(value)}
@@ -64,7 +74,7 @@ def describe(value: Any, budget: Budget, depth: int = 0) -> dict[str, Any]:
         if items is not None:
             kind, pairs = items
             return {"kind": kind, "length": len(pairs),
-                    "items": [[k, describe(v, budget, depth + 1)] for k, v in pairs[:MAX_ITEMS]]}
+                    "items": [[k, describe(v, budget, depth + 1, memo)] for k, v in pairs[:MAX_ITEMS]]}
     return {"kind": "repr", "repr": short_repr(value)}
 
 
@@ -80,8 +90,21 @@ def _items(value: Any) -> tuple[str, list[tuple[Any, Any]]] | None:
     return None
 
 
+def _remembered(t: torch.Tensor, budget: Budget, memo: Memo | None) -> dict[str, Any]:
+    """The description of `t`, reused when this very tensor, unchanged since, was
+    described before in the batch (the map is shared: its bytes are kept once per batch)."""
+    if memo is None:
+        return _tensor(t, budget, "tensor")
+    hit = memo.get(id(t))
+    if hit is not None and hit[0]() is t and hit[1] == t._version:
+        return hit[2]
+    out = _tensor(t, budget, "tensor")
+    memo[id(t)] = (weakref.ref(t), t._version, out)
+    return out
+
+
 def _tensor(t: torch.Tensor, budget: Budget, kind: str) -> dict[str, Any]:
-    summary = summarize(t, budget.cap())
+    summary = summarize(t, budget.cap(), histogram=False)
     out: dict[str, Any] = {"kind": kind, "shape": list(summary.shape), "dtype": summary.dtype,
                            "stats": summary.stats.to_wire() if summary.stats else None,
                            "values_dtype": None, "values": None}

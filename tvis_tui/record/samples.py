@@ -23,6 +23,11 @@ Guard = Callable[..., Any]
 MAX_INDEX_ITEMS = 4096
 """Sampler indices kept per batch; a batch is rarely bigger."""
 
+DETAILED_SAMPLES = 8
+"""Samples of a batch described in detail (item, transform stages, tokenizer calls): the
+first ones in batch order. The others keep their position and index only: describing every
+sample of every batch made recording the bundled CNN 1.6x slower for values nobody reads."""
+
 
 class BatchCapture:
     """What one fetch produced besides the batch itself (MessagePack-ready maps)."""
@@ -37,9 +42,10 @@ class BatchCapture:
         self.guard = guard
         self.sample: dict[str, Any] | None = None  # the sample being produced now
         self.worker: int | None = None
+        self.memo: dict = {}  # descriptions of this batch's tensors (describe.Memo)
 
     def describe(self, value: Any) -> dict[str, Any]:
-        out = self.guard(describe, value, self.budget)
+        out = self.guard(describe, value, self.budget, 0, self.memo)
         return out if out is not None else {"kind": "repr", "repr": "<not recorded>"}
 
     def on_transform(self, entry: dict[str, Any]) -> None:
@@ -50,6 +56,14 @@ class BatchCapture:
         target = self.sample.setdefault("tokens", []) if self.sample is not None else self.tokens
         target.append(entry)
 
+    def detailed(self, sample: dict[str, Any] | None) -> bool:
+        """Whether work done for `sample` (None: for the batch as a whole) is described."""
+        return sample is None or sample["position"] < DETAILED_SAMPLES
+
+    def wants_detail(self) -> bool:
+        """Whether what happens now (a transform call, a tokenizer call) is described."""
+        return self.detailed(self.sample)
+
     def begin_sample(self, index: Any) -> dict[str, Any]:
         sample = {"position": len(self.samples), "index": _index(index)}
         self.samples.append(sample)
@@ -58,7 +72,7 @@ class BatchCapture:
 
     def batch_record(self) -> dict[str, Any]:
         return {"indices": self.indices, "collate": self.collate, "size": len(self.samples),
-                "worker": self.worker, "tokens": self.tokens, "transforms": self.transforms}
+                "detailed": min(len(self.samples), DETAILED_SAMPLES), "worker": self.worker, "tokens": self.tokens, "transforms": self.transforms}
 
 
 class _Current(threading.local):
@@ -81,7 +95,7 @@ def observed_fetch(original: Callable[..., Any], fetcher: Any, index: Any, budge
     current.capture = capture
     try:
         with transforms.observing(fetcher.dataset if iterable else source, capture.on_transform,
-                                  capture.describe):
+                                  capture.describe, capture.wants_detail):
             batch = original(fetcher, index)
     finally:
         current.capture = None
@@ -101,7 +115,8 @@ class _DatasetProxy:
             item = self._dataset[index]
         finally:
             self._capture.sample = None
-        sample["item"] = self._capture.describe(item)
+        if self._capture.detailed(sample):
+            sample["item"] = self._capture.describe(item)
         return item
 
     def __getattr__(self, name: str) -> Any:
@@ -114,7 +129,9 @@ class _DatasetProxy:
         def getitems_observed(indices: Any) -> Any:
             items = getitems(indices)
             for index, item in zip(indices, items):
-                self._capture.begin_sample(index)["item"] = self._capture.describe(item)
+                sample = self._capture.begin_sample(index)
+                if self._capture.detailed(sample):
+                    sample["item"] = self._capture.describe(item)
             self._capture.sample = None
             return items
         return getitems_observed
@@ -141,7 +158,8 @@ class _IteratorProxy:
             raise
         finally:
             self._capture.sample = None
-        sample["item"] = self._capture.describe(item)
+        if self._capture.detailed(sample):
+            sample["item"] = self._capture.describe(item)
         return item
 
 

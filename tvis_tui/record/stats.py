@@ -54,8 +54,9 @@ class Summary:
                     values_dtype=self.values_dtype)
 
 
-def summarize(t: torch.Tensor, max_bytes: int) -> Summary:
-    """Summarize `t` without touching its autograd graph, its values or any RNG."""
+def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summary:
+    """Summarize `t` without touching its autograd graph, its values or any RNG.
+    `histogram=False` skips the binning pass (sample values show no histogram)."""
     shape = tuple(int(d) for d in t.shape)
     dtype = str(t.dtype).removeprefix("torch.")
     bare = Summary(shape, dtype, str(t.device), bool(t.requires_grad), None, (), None, None,
@@ -67,7 +68,7 @@ def summarize(t: torch.Tensor, max_bytes: int) -> Summary:
         if x.is_complex():
             stats, hist, lo, hi = _complex_stats(x), (), None, None
         else:
-            stats, hist, lo, hi = _real_stats(x)
+            stats, hist, lo, hi = _real_stats(x, histogram)
         values_dtype, values = _values(x, max_bytes)
     return Summary(shape, dtype, bare.device, bare.requires_grad, stats, hist, lo, hi,
                    values_dtype, values)
@@ -80,7 +81,8 @@ def _as_float(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float64 if x.dtype in (torch.int64, torch.int32) else torch.float32)
 
 
-def _real_stats(x: torch.Tensor) -> tuple[TensorStats, tuple[int, ...], float | None, float | None]:
+def _real_stats(x: torch.Tensor, histogram: bool = True
+                ) -> tuple[TensorStats, tuple[int, ...], float | None, float | None]:
     n = x.numel()
     if n == 0:
         return TensorStats(numel=0), (), None, None
@@ -99,7 +101,7 @@ def _real_stats(x: torch.Tensor) -> tuple[TensorStats, tuple[int, ...], float | 
     mean, std, norm = _moments(f)
     stats = TensorStats(numel=n, min=lo, max=hi, mean=mean, std=std, norm=norm, nan=nan,
                         posinf=posinf, neginf=neginf, zeros=m - int(torch.count_nonzero(f)))
-    return stats, _histogram(f, lo, hi), lo, hi
+    return stats, _histogram(f, lo, hi) if histogram else (), lo, hi
 
 
 def _moments(f: torch.Tensor) -> tuple[float, float, float]:

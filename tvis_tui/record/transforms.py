@@ -48,14 +48,16 @@ def _is_callable_object(value: Any) -> bool:
 
 @contextlib.contextmanager
 def observing(dataset: Any, record: Callable[[dict[str, Any]], None],
-              describe: Callable[[Any], dict[str, Any]]) -> Iterator[None]:
+              describe: Callable[[Any], dict[str, Any]],
+              wanted: Callable[[], bool] = lambda: True) -> Iterator[None]:
     """Observe the dataset's transforms while the block runs. `record` receives one map
-    per transform call: attribute, name, input, stages (name and value) and output."""
+    per transform call: attribute, name, input, stages (name and value) and output.
+    A call made while `wanted()` is false just runs (samples past the detail cap)."""
     swapped: list[tuple[Any, str, Any]] = []
     try:
         for owner, attr, fn in transform_owners(dataset):
             try:
-                setattr(owner, attr, Observed(fn, attr, record, describe))
+                setattr(owner, attr, Observed(fn, attr, record, describe, wanted))
             except (AttributeError, TypeError):  # slots, read-only properties
                 continue
             swapped.append((owner, attr, fn))
@@ -69,10 +71,14 @@ class Observed:
     """Stands in for a transform during a fetch; calls it exactly as the dataset would."""
 
     def __init__(self, fn: Callable[..., Any], attr: str, record: Callable[[dict[str, Any]], None],
-                 describe: Callable[[Any], dict[str, Any]]) -> None:
+                 describe: Callable[[Any], dict[str, Any]],
+                 wanted: Callable[[], bool] = lambda: True) -> None:
         self._fn, self._attr, self._record, self._describe = fn, attr, record, describe
+        self._wanted = wanted
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._wanted():
+            return self._fn(*args, **kwargs)
         entry: dict[str, Any] = {"attr": self._attr, "name": _name(self._fn),
                                  "input": self._describe(_argument(args, kwargs)), "stages": []}
         self._record(entry)
