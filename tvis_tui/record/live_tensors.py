@@ -102,6 +102,10 @@ class LiveTensors:
             if held:
                 self._held += size
 
+    def tracked(self, key: int) -> bool:
+        """Whether a seen tensor of this storage is alive."""
+        return key in self._count
+
     def add_saved(self, saved: dict[int, int], phase: str | None = "backward") -> None:
         """Sample with the storages autograd saved ({data_ptr: nbytes}) counted too (the
         dead outputs kept by the rule above are among them if they were saved)."""

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from tvis_tui.record.live_tensors import LiveTensors
-from tvis_tui.record.saved import hooks_active, saved_storages
+from tvis_tui.record.saved import BackwardMemory, hooks_active
 
 
 CUDA_METHOD = "cuda max_memory_allocated: the peak since the start, not reset per step"
@@ -72,6 +72,9 @@ class PeakMemory:
         self._heap_peak = 0
         self.method = CUDA_METHOD if self._cuda else LIVE_METHOD
         self._walk_graph = True  # off for good once saved-tensor hooks were seen (saved.py)
+        # tvis's begin_hook/end_hook pair (CallLog sets it): backward's node hooks are overhead.
+        self.clock: tuple[Callable[[], int], Callable[[int], None]] = (lambda: 0, lambda _: None)
+        self._backward: BackwardMemory | None = None
 
     # -- what the recorder sees ----------------------------------------------------------
 
@@ -90,7 +93,9 @@ class PeakMemory:
     def _watch_backward(self, pairs: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
         for name, value in self.live.watch(pairs, "backward"):
             if isinstance(value, torch.Tensor) and value.grad_fn is not None:
-                self.live.add_saved(saved_storages(value.grad_fn))
+                if self._backward is None:
+                    self._backward = BackwardMemory(self.live, self.clock)
+                self._backward.begin(value.grad_fn)
             yield name, value
 
     def see_optimizer(self, optimizer: Any, phase: str = "optimizer") -> None:
@@ -112,6 +117,8 @@ class PeakMemory:
 
     def backward_done(self) -> None:
         if not self._cuda:
+            if self._backward is not None:
+                self._backward.end()
             self.live.backward_done()
 
     def sample(self) -> None:
