@@ -169,3 +169,20 @@ torch._tvis_test_kept = lin(torch.ones(2, 3))
     seq = _by_name(run)["Linear"].seq
     kept.sum().backward()
     assert kept.grad_fn is not None and not run.slots(seq, "grad")
+
+
+def test_a_gradient_penalty_does_not_take_the_place_of_the_loss_grad(run_inprocess, tmp_path):
+    """torch.autograd.grad runs the output hooks too; the grad recorded is backward()'s."""
+    code, run = run_inprocess(HEADER + """
+lin = nn.Linear(3, 3)
+x = torch.randn(4, 3, requires_grad=True)
+out = lin(x)
+out.register_hook(keep("lin"))  # the last grad it sees is backward()'s
+g, = torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)
+(out.sum() + g.pow(2).sum()).backward()
+torch.save(seen, sys.argv[1])
+""", str(tmp_path / "seen.pt"))
+    assert code == 0
+    seen = torch.load(tmp_path / "seen.pt")
+    seq = _by_name(run)["Linear"].seq
+    np.testing.assert_array_equal(run.values(seq, _slot(run, seq, "grad")), seen["lin"].numpy())

@@ -17,6 +17,8 @@ Semantics worth knowing (torch's, checked in tests/record/test_gradients.py):
 - Leaf outputs (a module returning a tensor that has no grad_fn) are skipped: a hook on a
   leaf outlives the step and would fire on every later backward.
 - retain_graph / a second backward through the same graph: only the first grad is kept.
+- Only grads computed inside backward() are recorded: `torch.autograd.grad` (a gradient
+  penalty with create_graph=True) runs the same hooks with other grad_outputs, and is skipped.
 - Reentrant checkpointing: outputs made under no_grad need no hook; the recompute's calls
   (phase "backward") get the grads. Non-reentrant: the recompute's outputs are not
   backpropagated through, the original calls get the grads.
@@ -30,7 +32,7 @@ None (the gradient is never changed) and is guarded like every tvis hook.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
@@ -46,6 +48,16 @@ class ActivationGrads:
     def __init__(self, recorder: Recorder) -> None:
         self._recorder = weakref.ref(recorder)  # a tensor kept past the run keeps no recorder
         self.closed = False
+        # backward() calls running now, on any thread (CUDA runs hooks on device threads).
+        self._backward_depth = 0
+
+    def during_backward(self, backward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run torch.autograd.backward: only grads computed inside it are recorded."""
+        self._backward_depth += 1
+        try:
+            return backward(*args, **kwargs)
+        finally:
+            self._backward_depth -= 1
 
     def close(self) -> None:
         """After this, hooks still attached to live tensors do nothing (the store is shut)."""
@@ -86,8 +98,8 @@ class _GradHook:
 
     def __call__(self, grad: torch.Tensor) -> None:
         owner = self.owner
-        if self.fired or owner.closed or grad is None:
-            return None
+        if self.fired or owner.closed or grad is None or not owner._backward_depth:
+            return None  # torch.autograd.grad (a gradient penalty) is not the loss's backward
         self.fired = True
         recorder = owner._recorder()
         if recorder is not None and not torch.compiler.is_compiling() and recorder._active():

@@ -311,7 +311,7 @@ class Recorder:
         self._stop_if_done()
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
         try:
-            result = original(tensors, *args, **kwargs)
+            result = self.grads.during_backward(original, tensors, *args, **kwargs)
         except Exception as exc:
             if call is not None:
                 self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
