@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import torch
+
+from tvis_tui.record.images import image_view
 from tvis_tui.record.samples import DETAILED_SAMPLES
 from tvis_tui.store import samples as S
 
@@ -74,6 +77,9 @@ def test_first_samples_in_detail_all_indices_kept(run_inprocess):
                                  (entry["input"], entry["stages"][0]["value"], entry["stages"][1]["value"]))
             np.testing.assert_array_equal(kept, raw)  # Keep returned its input: same description
             np.testing.assert_allclose(scaled, raw * 2.0, rtol=1e-6)
+            # Drawn from the statistics' min/max: the same pixels as computing them anew.
+            fresh = image_view(torch.from_numpy(scaled.copy()))
+            np.testing.assert_array_equal(S.image(entry["stages"][1]["value"]), fresh.pixels)
             item = s["item"]["items"][0][1]
             assert item == entry["stages"][1]["value"]  # the item is the pipeline's output
             assert "hist" not in item and item["stats"]["numel"] == 192

@@ -110,7 +110,10 @@ def _tensor(t: torch.Tensor, budget: Budget, kind: str) -> dict[str, Any]:
                            "values_dtype": None, "values": None}
     if summary.values is not None and budget.take(len(summary.values)):
         out["values_dtype"], out["values"] = summary.values_dtype, summary.values
-    view = image_view(t)
+    stats = summary.stats
+    # The statistics' finite min and max are the image's own: no second pass for them.
+    bounds = (stats.min, stats.max) if stats and stats.min is not None and stats.max is not None else None
+    view = image_view(t, bounds)
     if view is not None and budget.take(view.pixels.nbytes):
         out["image"] = view.to_wire()
     return out

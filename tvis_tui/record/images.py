@@ -44,8 +44,9 @@ def is_pil(value: Any) -> bool:
     return pil is not None and isinstance(value, pil.Image)
 
 
-def image_view(value: Any) -> ImageView | None:
-    """A drawable copy of `value` if it looks like an image, else None."""
+def image_view(value: Any, bounds: tuple[float, float] | None = None) -> ImageView | None:
+    """A drawable copy of `value` if it looks like an image, else None. `bounds`: the
+    finite min and max of all of `value`, when already known (saves two passes)."""
     if is_pil(value):
         return _from_pil(value)
     if isinstance(value, torch.Tensor):
@@ -61,7 +62,7 @@ def image_view(value: Any) -> ImageView | None:
         return None
     if arr.dtype.kind not in "biuf":
         return None
-    return _from_array(arr)
+    return _from_array(arr, bounds)
 
 
 def _from_pil(img: Any) -> ImageView:
@@ -74,27 +75,30 @@ def _from_pil(img: Any) -> ImageView:
     return _fit(pixels, f"PIL {mode}", 0.0, 255.0)
 
 
-def _from_array(arr: np.ndarray) -> ImageView | None:
+def _from_array(arr: np.ndarray, bounds: tuple[float, float] | None = None) -> ImageView | None:
     shape = arr.shape
     channels = (1, 3, 4)
     if arr.ndim == 2 and arr.dtype == np.uint8 and min(shape) >= MIN_SIDE:
-        return _scaled(arr[:, :, None], "HW")
+        return _scaled(arr[:, :, None], "HW", bounds)
     if arr.ndim == 3 and shape[0] in channels and min(shape[1:]) >= MIN_SIDE:
-        return _scaled(arr.transpose(1, 2, 0), "CHW")
+        return _scaled(arr.transpose(1, 2, 0), "CHW", bounds)
     if arr.ndim == 3 and shape[2] in channels and min(shape[:2]) >= MIN_SIDE:
-        return _scaled(arr, "HWC")
+        return _scaled(arr, "HWC", bounds)
     if arr.ndim == 4 and shape[1] in channels and min(shape[2:]) >= MIN_SIDE and shape[0] >= 1:
-        tiles = arr[:MAX_TILES].transpose(0, 2, 3, 1)  # N H W C
+        tiles = arr[:MAX_TILES].transpose(0, 2, 3, 1)  # N H W C; bounds of the shown tiles only
         return _scaled(np.concatenate(list(tiles), axis=1), "NCHW")
     return None
 
 
-def _scaled(hwc: np.ndarray, layout: str) -> ImageView:
+def _scaled(hwc: np.ndarray, layout: str, bounds: tuple[float, float] | None = None) -> ImageView:
     if hwc.dtype == np.uint8:
         return _fit(np.ascontiguousarray(hwc), layout, 0.0, 255.0)
     f = np.asarray(hwc, dtype=np.float64)
-    finite = f[np.isfinite(f)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if bounds is not None:
+        lo, hi = float(bounds[0]), float(bounds[1])
+    else:
+        finite = f[np.isfinite(f)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if lo >= 0.0 and hi <= 1.0:
         lo, hi = 0.0, 1.0
     elif lo >= 0.0 and hi <= 255.0 and hwc.dtype.kind in "iu":
