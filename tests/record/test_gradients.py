@@ -186,3 +186,16 @@ torch.save(seen, sys.argv[1])
     seen = torch.load(tmp_path / "seen.pt")
     seq = _by_name(run)["Linear"].seq
     np.testing.assert_array_equal(run.values(seq, _slot(run, seq, "grad")), seen["lin"].numpy())
+
+
+def test_a_backward_that_raises_is_recorded_with_its_error(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+lin, act = nn.Linear(3, 3), nn.Sigmoid()
+h = act(lin(torch.ones(2, 3)))
+h.mul_(2)  # sigmoid saved its output: backward fails
+h.sum().backward()
+""")
+    assert code != 0
+    backward = [c for c in run.calls(1, run.call_count()) if c.kind == "backward"]
+    assert backward and backward[0].error.startswith("RuntimeError: one of the variables")
+    assert not run.meta()["warnings"]

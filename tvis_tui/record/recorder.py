@@ -155,6 +155,10 @@ class Recorder:
                           warnings=list(self.warnings), **self.steps.run_meta())
         return steps
 
+    def _close_failed(self, call: OpenCall, ended: int, error: BaseException) -> None:
+        """Close a wrapped call (backward, batch, loss function) that raised `error`."""
+        self.log.close(call, ended, error=error)
+
     def abandon(self, error: BaseException) -> None:
         """Close the calls that `error` left open (they end with it as their error)."""
         self._guard(self.log.abandon, error)
@@ -314,7 +318,7 @@ class Recorder:
             result = self.grads.during_backward(original, tensors, *args, **kwargs)
         except Exception as exc:
             if call is not None:
-                self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
+                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
             raise
         if call is not None:
             self._guard(self._close_backward, call, time.perf_counter_ns())
@@ -370,7 +374,7 @@ class Recorder:
             raise
         except Exception as exc:
             if call is not None:
-                self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
+                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
             raise
         if call is not None:
             self._guard(self._close_batch, call, time.perf_counter_ns(), batch, False)
@@ -403,7 +407,7 @@ class Recorder:
             result = original(*args, **kwargs)
         except Exception as exc:
             if call is not None:
-                self._guard(self.log.close, call, time.perf_counter_ns(), iter(()), "output", exc)
+                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
             raise
         if call is not None:
             self._guard(self._close_function, call, time.perf_counter_ns(), result,
