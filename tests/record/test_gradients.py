@@ -199,3 +199,28 @@ h.sum().backward()
     backward = [c for c in run.calls(1, run.call_count()) if c.kind == "backward"]
     assert backward and backward[0].error.startswith("RuntimeError: one of the variables")
     assert not run.meta()["warnings"]
+
+
+def test_views_returned_by_a_module(run_inprocess):
+    """Views get their grads; a view modified in place later has none (as for a plain
+    hook), while the module that made its base still has its own."""
+    code, run = run_inprocess(HEADER + """
+class Split(nn.Module):
+    def forward(self, x):
+        return x[:, :2], x[:, 2:]
+
+lin, split = nn.Linear(3, 4), Split()
+h = lin(torch.ones(2, 3))
+a, b = split(h)
+(a * 3).sum().backward(retain_graph=True)
+c, d = split(lin(torch.ones(2, 3)))
+c.mul_(2)
+(c.sum() + d.sum()).backward()
+""")
+    assert code == 0
+    splits = [c for c in run.calls(1, run.call_count()) if c.name == "Split"]
+    first = {s.path: s for s in run.slots(splits[0].seq, "grad")}
+    assert list(first) == ["out[0]"] and first["out[0]"].stats.min == 3.0
+    assert not run.slots(splits[1].seq, "grad")
+    linears = [c for c in run.calls(1, run.call_count()) if c.name == "Linear"]
+    assert all(run.slots(c.seq, "grad") for c in linears)

@@ -12,6 +12,9 @@ BackwardHookFunction, which breaks on outputs modified in place (ReLU(inplace=Tr
 Semantics worth knowing (torch's, checked in tests/record/test_gradients.py):
 - A tensor modified in place after the module returned (an in-place ReLU) keeps its hook on
   the node that produced it, so the grad is the one of the value the module returned.
+- A view output (`x[:, :4]`) modified in place afterwards, directly or through its base or
+  another view of it, gets a new grad_fn: its hook never runs and it has no grad slot (a
+  plain `register_hook` sees nothing either); the base's own call still gets its grad.
 - The grad of a tensor is complete when its hook runs (contributions are summed first).
 - Outputs that are never backpropagated: the hook never runs, nothing is written.
 - Leaf outputs (a module returning a tensor that has no grad_fn) are skipped: a hook on a
