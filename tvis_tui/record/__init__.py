@@ -8,5 +8,6 @@ slots.py    flattening nested inputs/outputs into slots; stats.py summarizes one
 names.py    qualified module and parameter names; sites.py user files, call and def sites
 memory.py   peak memory per step; sink.py writes the run from a thread of its own
 functions.py user functions as calls, via sys.settrace; lines.py the tensors each user line bound
+gradients.py activation gradients (tensor hooks on module outputs); updates.py optimizer updates
 per_sample_loss.py the per-sample loss of a recorded standard criterion (slots of role per_sample)
 """
