@@ -22,10 +22,11 @@ The first dim is whatever the shapes give: a language model that flattens logits
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -99,16 +100,27 @@ def for_module(module: nn.Module, args: tuple, kwargs: dict) -> PerSample | None
                    reduction=module.reduction, **options)
 
 
+@functools.lru_cache(maxsize=32)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
 def for_function(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> PerSample | None:
     """Per-sample loss of a call `fn(*args, **kwargs)` of the functional loss `name`."""
     if name not in FUNCTIONS:
         return None
-    bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+    bound = _signature(fn).bind(*args, **kwargs).arguments
     size_average, reduce = bound.pop("size_average", None), bound.pop("reduce", None)
     reduction = bound.pop("reduction", "mean")
     if size_average is not None or reduce is not None:
         reduction = _reduction.legacy_get_string(size_average, reduce)
     return compute(name, fn, bound.pop("input"), bound.pop("target"), reduction=reduction, **bound)
+
+
+CHUNK_ELEMENTS = 1 << 22
+"""Input elements recomputed at once. The unreduced loss (and cross-entropy's log-softmax)
+of a language model's logits is as big as the logits: recomputing all of them at once
+could double the memory the loss took. Rows are recomputed in chunks of this size."""
 
 
 def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduction: str,
@@ -122,14 +134,46 @@ def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduc
         warnings.simplefilter("ignore")  # the script already saw the call's own warnings
         input, target = input.detach(), target.detach()
         options = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in options.items()}
-        loss = fn(input, target, reduction="none", **options)
-        if loss.dim() == 0:
+        parts = [_part(name, fn, *chunk) for chunk in _chunks(input, target, options)]
+        if any(p is None for p in parts):
             return None
-        denominators = _denominators(name, input, target, loss, options)
-        return _reduce(loss, denominators, reduction)
+        return _combine(parts, reduction)
 
 
-def _denominators(name: str, input: torch.Tensor, target: torch.Tensor, loss: torch.Tensor,
+def _chunks(input: torch.Tensor, target: torch.Tensor, options: dict[str, Any]
+            ) -> Iterator[tuple[torch.Tensor, torch.Tensor, dict[str, Any]]]:
+    """(input, target, options) for consecutive rows of the batch; per-row option tensors
+    (an element-wise weight) are cut the same way, the others (class weights) passed whole."""
+    n = input.shape[0] if input.dim() >= 2 and target.dim() >= 1 else 0
+    if n < 2 or target.shape[0] != n or input.numel() <= CHUNK_ELEMENTS:
+        yield input, target, options
+        return
+    rows = max(CHUNK_ELEMENTS * n // input.numel(), 1)
+    for i in range(0, n, rows):
+        cut = {k: v[i:i + rows] if _per_row(v, input) else v for k, v in options.items()}
+        yield input[i:i + rows], target[i:i + rows], cut
+
+
+def _per_row(value: Any, input: torch.Tensor) -> bool:
+    return (isinstance(value, torch.Tensor) and value.dim() == input.dim()
+            and value.shape[0] == input.shape[0])
+
+
+def _part(name: str, fn: Callable[..., Any], input: torch.Tensor, target: torch.Tensor,
+          options: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None, int] | None:
+    """Per-sample sums of the unreduced loss of some rows, the sums of their weights
+    (None: all 1) and the elements per sample; None for an unbatched call."""
+    loss = fn(input, target, reduction="none", **options)
+    if loss.dim() == 0:
+        return None
+    n = loss.shape[0]
+    flat = loss.reshape(n, -1)
+    denominators = _denominators(name, target, loss, options)
+    weights = denominators.reshape(n, -1).sum(1) if denominators is not None else None
+    return flat.sum(1), weights, flat.shape[1]
+
+
+def _denominators(name: str, target: torch.Tensor, loss: torch.Tensor,
                   options: dict[str, Any]) -> torch.Tensor | None:
     """The weight of each unreduced element in a "mean" reduction, shaped like `loss`;
     None when "mean" is a plain mean."""
@@ -148,15 +192,13 @@ def _denominators(name: str, input: torch.Tensor, target: torch.Tensor, loss: to
     return None
 
 
-def _reduce(loss: torch.Tensor, denominators: torch.Tensor | None, reduction: str) -> PerSample:
-    n = loss.shape[0]
-    flat = loss.reshape(n, -1)
+def _combine(parts: list[tuple[torch.Tensor, torch.Tensor | None, int]], reduction: str) -> PerSample:
+    totals = torch.cat([t for t, _, _ in parts])
     if reduction == "sum":
-        return PerSample(flat.sum(1), None, reduction)
-    if denominators is None:
-        return PerSample(flat.mean(1), None, reduction)
-    weights = denominators.reshape(n, -1).sum(1)
-    totals = flat.sum(1)
+        return PerSample(totals, None, reduction)
+    if all(w is None for _, w, _ in parts):
+        return PerSample(totals / parts[0][2], None, reduction)
+    weights = torch.cat([w if w is not None else torch.full_like(t, float(k)) for t, w, k in parts])
     safe = torch.where(weights == 0, torch.ones_like(weights), weights)
     values = torch.where(weights == 0, torch.zeros_like(totals), totals / safe)
     return PerSample(values, weights, reduction)
