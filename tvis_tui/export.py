@@ -37,8 +37,17 @@ def _call_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
     for first in range(1, total + 1, CHUNK):
         for call in reader.calls(first, min(first + CHUNK - 1, total)):
             obj = call.to_wire()
-            obj["slots"] = [slot.to_wire() for slot in reader.slots(call.seq)]
+            obj["slots"] = [_slot_object(reader, call.seq, slot) for slot in reader.slots(call.seq)]
             yield obj
+
+
+def _slot_object(reader: RunReader, seq: int, slot: Any) -> dict[str, Any]:
+    obj = slot.to_wire()
+    if slot.role == "per_sample":  # one number per sample, and what the reader came for
+        values = reader.values(seq, slot)
+        if values is not None:
+            obj["values"] = values.tolist()
+    return obj
 
 
 def _data_objects(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:

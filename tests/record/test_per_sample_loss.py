@@ -191,6 +191,11 @@ def test_export_jsonl_shows_per_sample_slots_and_step_summary(run_inprocess):
     assert step["extra"]["per_sample_loss"]["count"] == 8
     roles = [s["role"] for r in records if r["record"] == "call" for s in r["slots"]]
     assert roles.count("per_sample") >= len(LABELS) - len(CUSTOM)
+    ce = next(r for r in records if r["record"] == "call" and r["name"] == "F.cross_entropy")
+    per_sample = next(s for s in ce["slots"] if s["path"] == "per_sample")
+    output = next(s for s in ce["slots"] if s["role"] == "output")
+    assert len(per_sample["values"]) == 8
+    assert np.mean(per_sample["values"]) == pytest.approx(output["stats"]["mean"], rel=1e-5)
 
 
 def test_training_stays_bitwise_identical_with_per_sample_loss(tmp_path):
