@@ -113,7 +113,8 @@ def for_function(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -
     size_average, reduce = bound.pop("size_average", None), bound.pop("reduce", None)
     reduction = bound.pop("reduction", "mean")
     if size_average is not None or reduce is not None:
-        reduction = _reduction.legacy_get_string(size_average, reduce)
+        # The script's own call has warned about the deprecated arguments already.
+        reduction = _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
     return compute(name, fn, bound.pop("input"), bound.pop("target"), reduction=reduction, **bound)
 
 
