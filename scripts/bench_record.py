@@ -1,18 +1,23 @@
-"""Recording overhead on the bundled CNN: plain vs under tvis, side by side in one process.
+"""Recording overhead and timing truth on the bundled examples, plain vs under tvis.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_record.py [--steps 30] [--rounds 3]
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_record.py [--steps 20] [--rounds 2]
+        [--examples cnn,lm] [--breakdown]
 
-Step time is the interval between consecutive `Optimizer.step()` returns, taken by a hook
-of this script's own (registered before tvis's, identical in both runs); plain and
-recorded runs alternate to spread machine noise. Prints the median step time of each,
-their ratio (target <= 3x), bytes stored per step, the recorded step's phases, and where
-tvis's own time goes (from one extra, instrumented run).
+For the bundled CNN (examples/image_classifier) and char LM (examples/char_lm), in one
+process, alternating runs to spread machine noise:
 
-Where the time goes (2-core VM, Dec 2026): about 2/3 of tvis's main-thread time is tensor
-summaries (4 passes over each unique tensor: aminmax, sum, dot, count_nonzero, plus a
-binned sample), the rest hook bookkeeping (names, sites, records). Storing values under
-the 1 MiB cap is ~8 MiB per step for this CNN; the writer thread spends more CPU than the
-main thread copying it into LMDB, which overlaps with training only when a core is free.
+- overhead ratio: median step time (interval between consecutive `Optimizer.step()`
+  returns, taken by a hook of this script's own, identical in every run) under tvis over
+  plain, with everything on (target <= 3x) and with `--capture summary --no-lines`
+  (target <= 1.5x);
+- stored bytes per step for each;
+- timing truth: the step time, forward and backward tvis recorded (StepRecord wall_ns and
+  phase_ns, tvis's own time taken out) against the same quantities timed in the plain run
+  (top-level non-loss module calls and `torch.autograd.backward`, timed by this script's
+  hooks): a ratio near 1 means tvis's overhead was excluded (target within 15%).
+
+`--breakdown` adds one instrumented run of the CNN: where tvis's own time goes.
+Steps after the first are compared (the first step pays for warm-up in both).
 """
 
 from __future__ import annotations
@@ -23,24 +28,95 @@ import runpy
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import torch  # noqa: E402
 import torch.optim.optimizer as optimizer_module  # noqa: E402
+from torch.nn.modules.loss import _Loss  # noqa: E402
 
 from tvis_tui.record import slots  # noqa: E402
+from tvis_tui.record.options import CaptureOptions  # noqa: E402
 from tvis_tui.record.recorder import Recorder  # noqa: E402
 from tvis_tui.record.runner import Options, Target, record  # noqa: E402
 from tvis_tui.record.sink import WriterThread  # noqa: E402
 from tvis_tui.store import RunReader  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "image_classifier" / "train.py"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = {"cnn": ROOT / "examples/image_classifier/train.py",
+            "lm": ROOT / "examples/char_lm/train.py"}
+CONFIGS = {"everything on": (CaptureOptions(), 3.0),
+           "summary, no lines": (CaptureOptions(capture="summary", lines=False), 1.5)}
+TRUTH_TOLERANCE = 0.15
 
 
-def step_times(run) -> list[float]:
-    """Run `run()` and return the seconds between consecutive optimizer steps."""
+@dataclass
+class Timings:
+    """Per-step seconds: whole step, forward (top-level non-loss modules), backward."""
+
+    step: list[float] = field(default_factory=list)
+    forward: list[float] = field(default_factory=list)
+    backward: list[float] = field(default_factory=list)
+
+
+class PlainClock:
+    """Times steps, top-level forward calls and backward() with hooks of its own."""
+
+    def __init__(self) -> None:
+        self.t = Timings()
+        self._depth = threading.local()
+        self._fwd = self._bwd = 0.0
+        self._last_step: float | None = None
+        self._undo: list[Callable[[], None]] = []
+
+    def __enter__(self) -> "PlainClock":
+        mod = torch.nn.modules.module
+        self._undo += [h.remove for h in (
+            optimizer_module.register_optimizer_step_post_hook(self._stepped),
+            mod.register_module_forward_pre_hook(self._pre),
+            mod.register_module_forward_hook(self._post, always_call=True))]
+        original = torch.autograd.backward
+
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._bwd += time.perf_counter() - started
+        torch.autograd.backward = backward
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _pre(self, module: Any, args: Any) -> None:
+        depth = getattr(self._depth, "n", 0)
+        self._depth.n = depth + 1
+        if depth == 0 and not isinstance(module, _Loss):
+            self._depth.started = time.perf_counter()
+
+    def _post(self, module: Any, args: Any, result: Any) -> None:
+        self._depth.n -= 1
+        if self._depth.n == 0 and not isinstance(module, _Loss):
+            self._fwd += time.perf_counter() - self._depth.started
+
+    def _stepped(self, *_: Any) -> None:
+        now = time.perf_counter()
+        if self._last_step is not None:
+            self.t.step.append(now - self._last_step)
+            self.t.forward.append(self._fwd)
+            self.t.backward.append(self._bwd)
+        self._last_step, self._fwd, self._bwd = now, 0.0, 0.0
+
+
+def step_intervals(run: Callable[[], None]) -> list[float]:
     stamps: list[float] = []
     handle = optimizer_module.register_optimizer_step_post_hook(
         lambda *_: stamps.append(time.perf_counter()))
@@ -51,25 +127,80 @@ def step_times(run) -> list[float]:
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
 
-def plain(steps: int) -> list[float]:
-    def run() -> None:
-        saved = sys.argv
-        sys.argv = [str(EXAMPLE), "--max-steps", str(steps)]
-        try:
-            runpy.run_path(str(EXAMPLE), run_name="__main__")
-        finally:
-            sys.argv = saved
-    return step_times(run)
+def run_plain(script: Path, steps: int) -> Timings:
+    saved = sys.argv
+    sys.argv = [str(script), "--max-steps", str(steps)]
+    try:
+        with PlainClock() as clock:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = saved
+    return clock.t
 
 
-def recorded(steps: int, out: str) -> list[float]:
-    """Step times under `tvis run` (in this process, through the same entry point)."""
-    target = Target(str(EXAMPLE), ("--max-steps", str(steps)))
-    return step_times(lambda: record(target, Options(out_dir=out, name="bench")))
+@dataclass
+class Recorded:
+    intervals: list[float]
+    timings: Timings  # what tvis recorded, steps after the first
+    bytes_per_step: float
+
+
+def run_recorded(script: Path, steps: int, out: str, capture: CaptureOptions) -> Recorded:
+    target = Target(str(script), ("--max-steps", str(steps)))
+    intervals = step_intervals(lambda: record(target, Options(out_dir=out, name="bench", capture=capture)))
+    run = Path(out) / "bench"
+    stored = sum(f.stat().st_blocks * 512 for f in run.iterdir())
+    with RunReader(run) as reader:
+        rec = [s for s in reader.steps() if s.complete]
+    t = Timings([s.extra["wall_ns"] / 1e9 for s in rec[1:]],
+                [s.phase_ns.get("forward", 0) / 1e9 for s in rec[1:]],
+                [s.phase_ns.get("backward", 0) / 1e9 for s in rec[1:]])
+    return Recorded(intervals, t, stored / max(len(rec), 1))
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1e3 if values else float("nan")
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def bench_example(name: str, script: Path, steps: int, rounds: int, out: str) -> None:
+    plain = Timings()
+    recorded: dict[str, list[Recorded]] = {k: [] for k in CONFIGS}
+    for i in range(rounds):
+        t = run_plain(script, steps)
+        plain.step += t.step[1:]
+        plain.forward += t.forward[1:]
+        plain.backward += t.backward[1:]
+        for label, (capture, _) in CONFIGS.items():
+            recorded[label].append(run_recorded(script, steps, os.path.join(out, f"{name}-{label}-{i}"), capture))
+    base = median_ms(plain.step)
+    lines = [f"{name} ({script.relative_to(ROOT)}), {rounds} x {steps} steps each way: "
+             f"plain step {base:.2f} ms (forward {median_ms(plain.forward):.2f}, "
+             f"backward {median_ms(plain.backward):.2f})"]
+    for label, (_, target) in CONFIGS.items():
+        runs = recorded[label]
+        under = median_ms([x for r in runs for x in r.intervals[1:]])
+        ratio = under / base
+        mib = statistics.median(r.bytes_per_step for r in runs) / 2**20
+        lines.append(f"  {label:18s} overhead {ratio:5.2f}x (target <= {target}x: {verdict(ratio <= target)})"
+                     f"   step {under:.2f} ms   stored {mib:.2f} MiB/step")
+        truth = []
+        for part in ("step", "forward", "backward"):
+            mine = median_ms([x for r in runs for x in getattr(r.timings, part)])
+            theirs = median_ms(getattr(plain, part))
+            q = mine / theirs if theirs else float("nan")
+            truth.append(f"{part} {mine:.2f}/{theirs:.2f} ms = {q:.2f} "
+                         f"({verdict(abs(q - 1) <= TRUTH_TOLERANCE)})")
+        lines.append(f"  {'':18s} recorded/plain (target within {TRUTH_TOLERANCE:.0%}): " + ", ".join(truth))
+    sys.__stdout__.write("\n".join(lines) + "\n")
+    sys.__stdout__.flush()
 
 
 def breakdown(steps: int, out: str) -> dict[str, float]:
-    """Milliseconds per step of tvis's own work, by kind, from one extra instrumented run."""
+    """Milliseconds per step of tvis's own work on the CNN, by kind (one instrumented run)."""
     spent = {"tensor summaries": 0, "other hook work": 0}
     original_summarize, original_guard = slots.summarize, Recorder._guard
 
@@ -99,7 +230,7 @@ def breakdown(steps: int, out: str) -> dict[str, float]:
 
     slots.summarize, Recorder._guard, WriterThread._drain = timed_summarize, timed_guard, timed_drain
     try:
-        recorded(steps, out)
+        run_recorded(EXAMPLES["cnn"], steps, out, CaptureOptions())
     finally:
         slots.summarize, Recorder._guard, WriterThread._drain = (
             original_summarize, original_guard, original_drain)
@@ -111,42 +242,26 @@ def breakdown(steps: int, out: str) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2,
                         help="alternate plain and recorded runs this many times (noise)")
+    parser.add_argument("--examples", default="cnn,lm", help="comma-separated: cnn, lm")
+    parser.add_argument("--breakdown", action="store_true", help="where tvis's time goes (CNN)")
     args = parser.parse_args()
+    sys.__stdout__.write(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, torch {torch.__version__}\n")
     devnull = open(os.devnull, "w")
-    base: list[float] = []
-    under: list[float] = []
     with tempfile.TemporaryDirectory() as out:
         real_stdout, sys.stdout = sys.stdout, devnull
         real_stderr, sys.stderr = sys.stderr, devnull
         try:
-            for i in range(args.rounds):
-                base += plain(args.steps)
-                under += recorded(args.steps, os.path.join(out, str(i)))
-            where = breakdown(args.steps, os.path.join(out, "instrumented"))
+            for name in args.examples.split(","):
+                bench_example(name, EXAMPLES[name], args.steps, args.rounds, out)
+            if args.breakdown:
+                where = breakdown(args.steps, os.path.join(out, "instrumented"))
+                real_stdout.write("tvis's own time per CNN step: " +
+                                  ", ".join(f"{k} {v:.2f} ms" for k, v in where.items()) + "\n")
         finally:
             sys.stdout, sys.stderr = real_stdout, real_stderr
-        run = Path(out) / "0" / "bench"
-        stored = sum(f.stat().st_blocks * 512 for f in run.iterdir())
-        with RunReader(run) as reader:
-            rec_steps = reader.steps()
-            calls = reader.call_count()
-    plain_ms, under_ms = statistics.median(base) * 1e3, statistics.median(under) * 1e3
-    print(f"bundled CNN, {args.rounds} x {args.steps} steps each way, "
-          f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
-    print(f"median step time  plain {plain_ms:.2f} ms   under tvis {under_ms:.2f} ms")
-    print(f"overhead ratio    {under_ms / plain_ms:.2f}x  (target <= 3x)")
-    print(f"stored            {stored / len(rec_steps) / 2**20:.2f} MiB per step "
-          f"({calls / len(rec_steps):.0f} calls per step)")
-    phases: dict[str, list[int]] = {}
-    for s in rec_steps[1:]:
-        for phase, ns in s.phase_ns.items():
-            phases.setdefault(phase, []).append(ns)
-    shares = ", ".join(f"{p} {statistics.median(v) / 1e6:.2f} ms" for p, v in phases.items())
-    print(f"recorded step, median per phase (tvis's own work is in 'other'): {shares}")
-    print("tvis's own time per step: " + ", ".join(f"{k} {v:.2f} ms" for k, v in where.items()))
     return 0
 
 

@@ -42,6 +42,7 @@ class LiveTensors:
         self.peak = 0
         self.phase_peak: dict[str, int] = {}
         self.total_peak = 0  # since recording began
+        self.listener: Any = None  # told when a storage starts/stops counting (saved.py)
 
     @property
     def total(self) -> int:
@@ -70,6 +71,8 @@ class LiveTensors:
             if count == 0:
                 self._size[key] = size
                 self.live += size
+                if self.listener is not None:
+                    self.listener.tracked_now(key)
             elif size > self._size[key]:  # the storage grew (resize_) since first seen
                 self.live += size - self._size[key]
                 self._size[key] = size
@@ -99,6 +102,8 @@ class LiveTensors:
             del self._count[key]
             size = self._size.pop(key)
             self.live -= size
+            if self.listener is not None:
+                self.listener.untracked_now(key, size)
             if held:
                 self._held += size
 

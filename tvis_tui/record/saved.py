@@ -95,6 +95,13 @@ def saved_storages(grad_fn: Any) -> dict[int, int]:
     return out
 
 
+def _consumer(node: Any) -> int | None:
+    """The node a gradient goes to; None for a leaf's AccumulateGrad (it stays as .grad)."""
+    if node is None or type(node).__name__ == "AccumulateGrad":
+        return None
+    return id(node)
+
+
 class BackwardMemory:
     """Follows storage through one backward(): what the graph saved, released node by node,
     and the gradients in flight between nodes (made by one node, freed once the node that
@@ -106,47 +113,94 @@ class BackwardMemory:
         self._live = live
         self._begin_hook, self._end_hook = clock
         self._handles: list[Any] = []
+        self._nodes: list[Any] = []
         self._node_keys: dict[int, list[int]] = {}
         self._users: dict[int, int] = {}  # saved storage -> nodes that saved it
         self._saved: dict[int, int] = {}  # saved storage -> nbytes, while some node holds it
         self._flight: dict[int, int] = {}
+        # Storages in _saved or _flight that no live seen tensor holds (LiveTensors counts
+        # those), and their bytes: kept up to date (LiveTensors tells this object when a
+        # storage starts or stops being held by a seen tensor), not summed per node.
+        self._counted: dict[int, int] = {}
+        self._bytes = 0
+        # Gradients wait in the engine's buffers for the node they go to (summed there when
+        # several arrive): they are freed once that node has run.
+        self._edges: dict[int, list[int | None]] = {}  # node -> the node each output goes to
+        self._waiting: dict[int, list[int]] = {}  # node -> storages of gradients sent to it
+        self._senders: dict[int, int] = {}  # storage in flight -> nodes still to take it
+
+    def _count(self, key: int, size: int) -> None:
+        if key not in self._counted and not self._live.tracked(key):
+            self._counted[key] = size
+            self._bytes += size
+
+    def _uncount(self, key: int) -> None:
+        if key not in self._saved and key not in self._flight:
+            self._bytes -= self._counted.pop(key, 0)
+
+    def tracked_now(self, key: int) -> None:
+        """A seen tensor holds this storage from now on (LiveTensors counts it)."""
+        self._bytes -= self._counted.pop(key, 0)
+
+    def untracked_now(self, key: int, size: int) -> None:
+        """The last seen tensor of this storage died; autograd may still hold it."""
+        if (key in self._saved or key in self._flight) and key not in self._counted:
+            self._counted[key] = size
+            self._bytes += size
 
     def begin(self, grad_fn: Any) -> None:
         self.end()
-        for node in graph_nodes(grad_fn):
+        # Held until backward() returns: ids identify nodes only while their Python
+        # objects live (torch makes a new one for a node whose old one died).
+        self._nodes = graph_nodes(grad_fn)
+        self._live.listener = self
+        for node in self._nodes:
             saved = _node_saved(node)
             self._node_keys[id(node)] = list(saved)
             for key, size in saved.items():
                 self._users[key] = self._users.get(key, 0) + 1
                 self._saved[key] = size
+                self._count(key, size)
             if type(node).__name__ != "AccumulateGrad" and hasattr(node, "register_hook"):
+                self._edges[id(node)] = [_consumer(n) for n, _ in node.next_functions]
                 self._handles.append(node.register_hook(functools.partial(self._after_node, id(node))))
         self._sample({})
 
-    def _extra(self, *parts: dict[int, int]) -> int:
-        tracked = self._live.tracked
-        merged: dict[int, int] = {}
-        for part in parts:
-            merged.update(part)
-        return sum(n for key, n in merged.items() if not tracked(key))
-
     def _sample(self, made: dict[int, int]) -> None:
-        self._live.sample("backward", self._live.live + self._extra(self._saved, self._flight, made))
+        tracked, counted = self._live.tracked, self._counted
+        new = sum(n for key, n in made.items() if key not in counted and not tracked(key))
+        self._live.sample("backward", self._live.live + self._bytes + new)
 
     def _after_node(self, node_id: int, grad_inputs: Any, grad_outputs: Any) -> None:
         started = self._begin_hook()
         try:
-            made = _storages(grad_inputs)
-            self._sample(made)  # the node's inputs, outputs and saved tensors all alive
+            made = [_storages(g) for g in grad_inputs]
+            incoming = _storages(grad_outputs)
+            # Where several gradients arrived, the engine summed them into a new buffer
+            # (or into one of them) while they were all alive; then freed them.
+            self._sample(incoming)
+            for key in self._waiting.pop(node_id, ()):
+                senders = self._senders.get(key, 1) - 1
+                self._senders[key] = senders
+                if senders <= 0 and self._flight.pop(key, None) is not None:
+                    self._uncount(key)
+            # The node ran with its incoming gradient, its results and its saved tensors.
+            self._sample({**incoming, **{k: n for m in made for k, n in m.items()}})
             for key in self._node_keys.pop(node_id, ()):
                 users = self._users.get(key, 1) - 1
                 self._users[key] = users
                 if users <= 0:
                     self._saved.pop(key, None)
-            for key in _storages(grad_outputs):
-                if key not in made:
-                    self._flight.pop(key, None)
-            self._flight.update(made)
+                    self._uncount(key)
+            edges = self._edges.get(node_id, [])
+            for i, storages in enumerate(made):
+                consumer = edges[i] if i < len(edges) else None
+                for key, size in storages.items():
+                    self._flight[key] = size
+                    self._count(key, size)
+                    if consumer is not None:  # else it becomes a parameter's .grad
+                        self._waiting.setdefault(consumer, []).append(key)
+                        self._senders[key] = self._senders.get(key, 0) + 1
         except Exception:
             pass
         finally:
@@ -160,7 +214,15 @@ class BackwardMemory:
             except Exception:
                 pass
         self._handles.clear()
+        self._nodes = []
+        if self._live.listener is self:
+            self._live.listener = None
         self._node_keys.clear()
         self._users.clear()
         self._saved.clear()
         self._flight.clear()
+        self._counted.clear()
+        self._bytes = 0
+        self._edges.clear()
+        self._waiting.clear()
+        self._senders.clear()
