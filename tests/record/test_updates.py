@@ -169,3 +169,17 @@ def test_inspector_shows_the_ratio_beside_an_update(run_inprocess, tmp_path):
     assert name.startswith("update Net.lin.weight") and f"Δ/w {update.ratio:.2g}" in name
     grad = run.slots(step.seq, "param_grad")[0]
     assert "Δ/w" not in slot_cells(grad)[0].plain
+
+
+def test_inspector_lists_learning_rates_and_parameters_without_gradient(run_inprocess, tmp_path):
+    from tvis_tui.widgets.inspector import optimizer_rows, slot_cells
+
+    code, run = run_inprocess("import torch\nDTYPE = torch.float32\n" + MODEL + SGD + STEPS, str(tmp_path / "m.pt"))
+    assert code == 0
+    rows = [slot_cells(s) for s in optimizer_rows(_steps(run)[0])]
+    assert [(r[0].plain, r[1].plain) for r in rows] == [
+        ("lr group 0", "0.1"), ("lr group 1", "0.5"),
+        ("no grad Net.frozen.weight", "no gradient: not updated"),
+        ("no grad Net.frozen.bias", "no gradient: not updated")]
+    module = next(c for c in run.calls(1, run.call_count()) if c.kind == "module")
+    assert optimizer_rows(module) == []

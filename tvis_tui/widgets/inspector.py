@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from tvis_tui.messages import ValuesRequested
-from tvis_tui.store import Slot
+from tvis_tui.store import CallRecord, Slot
 from tvis_tui.widgets.format import number, shape
 from tvis_tui.widgets.sparkline import sparkline
 
@@ -35,6 +35,21 @@ def slot_cells(slot: Slot) -> list[Text]:
         Text(slot.dtype or ""),
         Text(slot.device or ""),
     ]
+
+
+def optimizer_rows(call: CallRecord) -> list[Slot]:
+    """An optimizer step's learning rates and the parameters it left alone (no gradient),
+    as plain rows under its slots (they live in the call's `extra`, not in slots)."""
+    if call.kind != "optimizer":
+        return []
+    lrs = call.extra.get("lrs") or []
+    rows = [Slot("lr", i, f"group {i}", repr=number(lr)) for i, lr in enumerate(lrs)]
+    missing = call.extra.get("no_grad") or []
+    rows += [Slot("no grad", i, name, repr="no gradient: not updated") for i, name in enumerate(missing)]
+    more = call.extra.get("no_grad_count", len(missing)) - len(missing)
+    if more > 0:
+        rows.append(Slot("no grad", len(missing), f"… {more} more", repr=""))
+    return rows
 
 
 class Inspector(DataTable):
