@@ -183,3 +183,28 @@ def test_inspector_lists_learning_rates_and_parameters_without_gradient(run_inpr
         ("no grad Net.frozen.bias", "no gradient: not updated")]
     module = next(c for c in run.calls(1, run.call_count()) if c.kind == "module")
     assert optimizer_rows(module) == []
+
+
+def test_lbfgs_closure_computes_the_gradients_inside_the_step(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+lin = nn.Linear(3, 1)
+opt = torch.optim.LBFGS(lin.parameters(), lr=0.5, max_iter=3)
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+
+def closure():
+    opt.zero_grad()
+    loss = (lin(x) - y).pow(2).mean()
+    loss.backward()
+    return loss
+
+for step in range(2):
+    opt.step(closure)
+""")
+    assert code == 0
+    step = _steps(run)[0]
+    assert [s.path for s in run.slots(step.seq, "update")] == ["Linear.weight", "Linear.bias"]
+    assert "no_grad" not in step.extra
+    assert all(s.ratio and s.ratio > 0 for s in run.slots(step.seq, "update"))

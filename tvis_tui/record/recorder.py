@@ -279,9 +279,9 @@ class Recorder:
         self._stop_if_done()
         if self._guard(self.steps.before_optimizer_step, opt):
             self._stop_if_done()  # nothing of this step() has run yet
-        self._guard(self._open_optimizer, opt, sys._getframe(1))
+        self._guard(self._open_optimizer, opt, sys._getframe(1), (args or (kwargs.get("closure"),))[0])
 
-    def _open_optimizer(self, opt: Any, frame: Any) -> None:
+    def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
         self.steps.optimizers.add(opt)  # one made before tvis started, or bypassing __init__
         lr = opt.param_groups[0].get("lr") if opt.param_groups else None
         call = self.log.open(kind="optimizer", name=type(opt).__name__, type_=type(opt).__qualname__,
@@ -291,7 +291,7 @@ class Recorder:
                                     **self.updates.step_extra(opt)})
         params = [p for group in opt.param_groups for p in group["params"]]
         self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(params))
-        self.updates.before_step(opt)
+        self.updates.before_step(opt, closure is not None)
 
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
@@ -301,10 +301,10 @@ class Recorder:
     def _close_optimizer(self, opt: Any, ended: int) -> None:
         call = self.log.innermost(id(opt))
         if call is not None:
-            self.updates.after_step(opt, call.record.seq)
+            no_grad = self.updates.after_step(opt, call.record.seq)
             # The step's result: the parameters it updated, as they are now.
             params = [p for group in opt.param_groups for p in group["params"]]
-            self.log.close(call, ended, self.names.with_gradients(params), role="param")
+            self.log.close(call, ended, self.names.with_gradients(params), role="param", extra=no_grad)
         self.steps.after_optimizer_step(opt)
 
     # -- backward ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What an optimizer step did: per-parameter updates, update-to-weight ratios, no-grad params.
 
 Before `Optimizer.step()` runs, each parameter that has a gradient (the only ones torch's
-optimizers touch) is copied; after it, `update = after - before` is computed in the
+optimizers touch; with a closure, as LBFGS takes, each one that requires grad) is copied; after it, `update = after - before` is computed in the
 parameter's own dtype (exactly what a manual copy would give) and written as a slot of role
 "update" named like the parameter, with `Slot.ratio` = ‖update‖ / ‖param before‖ (both L2,
 in float32/float64 like stats.py; None when the parameter was all zeros).
@@ -9,7 +9,7 @@ in float32/float64 like stats.py; None when the parameter was all zeros).
 The step's call record gets in `extra`:
 - `lrs`: the learning rate of each param group, in order (`lr` stays the first group's);
   a tensor lr on an accelerator is left as None rather than synchronizing to read it.
-- `no_grad`: names of the parameters of the optimizer that had no gradient at the step
+- `no_grad`: names of the parameters of the optimizer that had no gradient after the step
   (frozen, or unused in the forward); at most NO_GRAD_NAMES, with `no_grad_count` the total.
 
 The copies are bounded by SNAPSHOT_BUDGET_BYTES per step: parameters past it (in
@@ -42,51 +42,59 @@ class ParamUpdates:
 
     def __init__(self, recorder: Recorder) -> None:
         self._recorder = recorder
-        # id(optimizer) -> [(name, param, copy before the step)]; replaced at each step, so
+        # id(optimizer) -> [(index, param, copy before the step)]; replaced at each step, so
         # a step that raised leaves its copies only until that optimizer's next step.
-        self._before: dict[int, list[tuple[str, torch.Tensor, torch.Tensor]]] = {}
+        self._before: dict[int, list[tuple[int, torch.Tensor, torch.Tensor]]] = {}
 
     def step_extra(self, opt: Any) -> dict[str, Any]:
-        """`lrs`, `no_grad` and `no_grad_count` for the step's call record."""
+        """`lrs` for the step's call record, as the step starts."""
+        return {"lrs": [_lr(group.get("lr")) for group in opt.param_groups]}
+
+    def _no_grad(self, opt: Any) -> dict[str, Any]:
+        """`no_grad` and `no_grad_count`, read after the step: an LBFGS closure computes
+        the first gradients inside step()."""
         names = self._recorder.names.parameter_names()
         missing = [names.get(id(p), f"param[{i}]") for i, p in enumerate(_params(opt)) if p.grad is None]
-        extra: dict[str, Any] = {"lrs": [_lr(group.get("lr")) for group in opt.param_groups]}
-        if missing:
-            extra["no_grad"] = missing[:NO_GRAD_NAMES]
-            extra["no_grad_count"] = len(missing)
-        return extra
+        if not missing:
+            return {}
+        return {"no_grad": missing[:NO_GRAD_NAMES], "no_grad_count": len(missing)}
 
-    def before_step(self, opt: Any) -> None:
-        """Copy each parameter with a gradient, within the budget."""
-        names = self._recorder.names.parameter_names()
-        copies: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+    def before_step(self, opt: Any, closure: bool = False) -> None:
+        """Copy each parameter with a gradient (with a closure, that may compute them:
+        each one that requires grad), within the budget."""
+        copies: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         used = skipped = 0
         self._before.pop(id(opt), None)  # free the last step's copies before making new ones
         with torch.no_grad():
             for i, p in enumerate(_params(opt)):
-                if p.grad is None:
+                if p.grad is None and not (closure and p.requires_grad):
                     continue
                 size = p.numel() * p.element_size()
                 if used + size > SNAPSHOT_BUDGET_BYTES:
                     skipped += 1
                     continue
                 used += size
-                copies.append((names.get(id(p), f"param[{i}]"), p, p.detach().clone()))
+                copies.append((i, p, p.detach().clone()))
         self._before[id(opt)] = copies
         if skipped:
             self._recorder.warn(f"{type(opt).__name__}: updates of {skipped} parameters were not recorded "
                                 f"(copies over {SNAPSHOT_BUDGET_BYTES >> 20} MiB per step)")
 
-    def after_step(self, opt: Any, seq: int) -> None:
-        """Write the "update" slots of step call `seq`, each with its ratio."""
-        copies = self._before.pop(id(opt), [])
+    def after_step(self, opt: Any, seq: int) -> dict[str, Any]:
+        """Write the "update" slots of step call `seq`, each with its ratio; return the
+        `extra` of the step's call (the parameters without a gradient)."""
+        self._write_updates(seq, self._before.pop(id(opt), []))
+        return self._no_grad(opt)
+
+    def _write_updates(self, seq: int, copies: list[tuple[int, torch.Tensor, torch.Tensor]]) -> None:
         if not copies:
             return
+        names = self._recorder.names.parameter_names()  # after an LBFGS closure named them
         pairs, ratios = [], []
         with torch.no_grad():
-            for name, p, before in copies:
+            for i, p, before in copies:
                 update = p.detach() - before  # in the parameter's dtype: exact
-                pairs.append((name, update))
+                pairs.append((names.get(id(p), f"param[{i}]"), update))
                 ratios.append(_norm(before))
         log = self._recorder.log
         slots, _ = log.slots.make(seq, "update", iter(pairs))
