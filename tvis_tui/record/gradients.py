@@ -25,6 +25,8 @@ Semantics worth knowing (torch's, checked in tests/record/test_gradients.py):
 - Reentrant checkpointing: outputs made under no_grad need no hook; the recompute's calls
   (phase "backward") get the grads. Non-reentrant: the recompute's outputs are not
   backpropagated through, the original calls get the grads.
+- Under a GradScaler the loss is scaled before backward, and so are these grads (the
+  `param_grad` slots of the optimizer step are read after the scaler unscaled them).
 - On CUDA the autograd engine runs hooks on its device threads: tvis's time there is
   counted on that thread, so it is not taken off the backward call's duration.
 
