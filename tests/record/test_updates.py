@@ -208,3 +208,12 @@ for step in range(2):
     assert [s.path for s in run.slots(step.seq, "update")] == ["Linear.weight", "Linear.bias"]
     assert "no_grad" not in step.extra
     assert all(s.ratio and s.ratio > 0 for s in run.slots(step.seq, "update"))
+
+
+def test_updates_past_the_slot_cap_are_not_copied(run_inprocess, tmp_path, monkeypatch):
+    monkeypatch.setattr(updates, "MAX_SLOTS", 2)
+    code, run = run_inprocess("import torch\nDTYPE = torch.float32\n" + MODEL + SGD + STEPS, str(tmp_path / "m.pt"))
+    assert code == 0
+    slots = run.slots(_steps(run)[0].seq, "update")
+    assert [s.path for s in slots[:2]] == NAMES[:2] and slots[2].repr == "… more not recorded (cap 2)"
+    assert len(slots) == 3 and not run.meta()["warnings"]

@@ -12,7 +12,8 @@ The step's call record gets in `extra`:
 - `no_grad`: names of the parameters of the optimizer that had no gradient after the step
   (frozen, or unused in the forward); at most NO_GRAD_NAMES, with `no_grad_count` the total.
 
-The copies are bounded by SNAPSHOT_BUDGET_BYTES per step: parameters past it (in
+Like `param_grad`, at most MAX_SLOTS parameters get an update slot (a last slot says more
+were left out). The copies are bounded by SNAPSHOT_BUDGET_BYTES per step: parameters past it (in
 param-group order) get no update slot, and the run gets a warning naming how many.
 Copying only reads the parameters: the step's numerics are unchanged.
 """
@@ -24,6 +25,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from tvis_tui.record.slots import MAX_SLOTS
+from tvis_tui.store.records import Slot
 
 if TYPE_CHECKING:
     from tvis_tui.record.recorder import Recorder
@@ -45,6 +49,7 @@ class ParamUpdates:
         # id(optimizer) -> [(index, param, copy before the step)]; replaced at each step, so
         # a step that raised leaves its copies only until that optimizer's next step.
         self._before: dict[int, list[tuple[int, torch.Tensor, torch.Tensor]]] = {}
+        self._over_cap: dict[int, int] = {}
 
     def step_extra(self, opt: Any) -> dict[str, Any]:
         """`lrs` for the step's call record, as the step starts."""
@@ -63,11 +68,14 @@ class ParamUpdates:
         """Copy each parameter with a gradient (with a closure, that may compute them:
         each one that requires grad), within the budget."""
         copies: list[tuple[int, torch.Tensor, torch.Tensor]] = []
-        used = skipped = 0
+        used = skipped = over_cap = 0
         self._before.pop(id(opt), None)  # free the last step's copies before making new ones
         with torch.no_grad():
             for i, p in enumerate(_params(opt)):
                 if p.grad is None and not (closure and p.requires_grad):
+                    continue
+                if len(copies) >= MAX_SLOTS:  # the slots past the cap would not be written
+                    over_cap += 1
                     continue
                 size = p.numel() * p.element_size()
                 if used + size > SNAPSHOT_BUDGET_BYTES:
@@ -76,6 +84,7 @@ class ParamUpdates:
                 used += size
                 copies.append((i, p, p.detach().clone()))
         self._before[id(opt)] = copies
+        self._over_cap[id(opt)] = over_cap
         if skipped:
             self._recorder.warn(f"{type(opt).__name__}: updates of {skipped} parameters were not recorded "
                                 f"(copies over {SNAPSHOT_BUDGET_BYTES >> 20} MiB per step)")
@@ -83,10 +92,11 @@ class ParamUpdates:
     def after_step(self, opt: Any, seq: int) -> dict[str, Any]:
         """Write the "update" slots of step call `seq`, each with its ratio; return the
         `extra` of the step's call (the parameters without a gradient)."""
-        self._write_updates(seq, self._before.pop(id(opt), []))
+        self._write_updates(seq, self._before.pop(id(opt), []), self._over_cap.pop(id(opt), 0))
         return self._no_grad(opt)
 
-    def _write_updates(self, seq: int, copies: list[tuple[int, torch.Tensor, torch.Tensor]]) -> None:
+    def _write_updates(self, seq: int, copies: list[tuple[int, torch.Tensor, torch.Tensor]],
+                       over_cap: int) -> None:
         if not copies:
             return
         names = self._recorder.names.parameter_names()  # after an LBFGS closure named them
@@ -104,6 +114,8 @@ class ParamUpdates:
             if norm is not None and before_norm:
                 slot = replace(slot, ratio=norm / before_norm)
             out.append((slot, values))
+        if over_cap:  # as `param_grad` shows it: the slot cap, not the memory budget
+            out.append((Slot("update", len(out), "", repr=f"… more not recorded (cap {MAX_SLOTS})"), None))
         log.writer.put_slots(seq, out)
 
 
