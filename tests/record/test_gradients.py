@@ -224,3 +224,22 @@ c.mul_(2)
     assert not run.slots(splits[1].seq, "grad")
     linears = [c for c in run.calls(1, run.call_count()) if c.name == "Linear"]
     assert all(run.slots(c.seq, "grad") for c in linears)
+
+
+def test_non_reentrant_checkpoint_grads_stay_on_the_forward_calls(run_inprocess, tmp_path):
+    code, run = run_inprocess(HEADER + """
+from torch.utils.checkpoint import checkpoint
+block = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+x = torch.randn(3, 4, requires_grad=True)
+out = checkpoint(block, x, use_reentrant=False)
+out.register_hook(keep("out"))
+out.sum().backward()
+torch.save(seen, sys.argv[1])
+""", str(tmp_path / "seen.pt"))
+    assert code == 0
+    seen = torch.load(tmp_path / "seen.pt")
+    tanhs = [c for c in run.calls(1, run.call_count()) if c.name == "1"]
+    assert tanhs and tanhs[0].phase == "forward"
+    grad = _slot(run, tanhs[0].seq, "grad")
+    np.testing.assert_array_equal(run.values(tanhs[0].seq, grad), seen["out"].numpy())
+    assert not run.meta()["warnings"]
