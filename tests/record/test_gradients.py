@@ -243,3 +243,18 @@ torch.save(seen, sys.argv[1])
     grad = _slot(run, tanhs[0].seq, "grad")
     np.testing.assert_array_equal(run.values(tanhs[0].seq, grad), seen["out"].numpy())
     assert not run.meta()["warnings"]
+
+
+def test_backward_on_another_thread(run_inprocess):
+    """Grads are written by the call's seq, whichever thread runs the hook."""
+    code, run = run_inprocess(HEADER + """
+import threading
+lin = nn.Linear(3, 2)
+out = lin(torch.ones(4, 3))
+worker = threading.Thread(target=lambda: out.sum().backward())
+worker.start()
+worker.join()
+""")
+    assert code == 0
+    seq = _by_name(run)["Linear"].seq
+    assert _slot(run, seq, "grad").stats.max == 1.0
