@@ -13,9 +13,9 @@ its own references (`x = layer(x)` rebinds x). A tensor saved as an op's input k
 Python object alive (torch preserves it while C++ holds it), so it keeps counting by itself;
 one saved as its op's result (ReLU, softmax: the grad_fn has `_saved_result`) is saved as a
 new tensor, so such a module output keeps counting after it dies, until backward() returns.
-As backward() begins, what the graph saved is read off it (saved.py, `add_saved`): that
-sample also counts the tensors saved inside modules. `saved_tensors_hooks` with an identity
-pack hook would show saves as they happen, but it makes a saved result hold itself (a
+During backward() what the graph saved, and the gradients between its nodes, are followed
+node by node (saved.py, BackwardMemory): that also counts the tensors saved inside modules.
+`saved_tensors_hooks` with an identity pack hook would show saves as they happen, but it makes a saved result hold itself (a
 reference cycle through its grad_fn, left to the garbage collector), torch.func refuses to
 run under it and it nests with checkpointing: not used.
 """
@@ -110,13 +110,6 @@ class LiveTensors:
     def tracked(self, key: int) -> bool:
         """Whether a seen tensor of this storage is alive."""
         return key in self._count
-
-    def add_saved(self, saved: dict[int, int], phase: str | None = "backward") -> None:
-        """Sample with the storages autograd saved ({data_ptr: nbytes}) counted too (the
-        dead outputs kept by the rule above are among them if they were saved)."""
-        with self._lock:
-            extra = sum(n for key, n in saved.items() if key not in self._count)
-        self.sample(phase, self.live + extra)
 
     def backward_done(self, phase: str | None = "backward") -> None:
         """backward() returned: autograd has freed what it saved."""

@@ -87,14 +87,6 @@ def graph_nodes(grad_fn: Any, limit: int = 100_000) -> list[Any]:
     return list(seen.values())
 
 
-def saved_storages(grad_fn: Any) -> dict[int, int]:
-    """{storage data_ptr: nbytes} of the CPU tensors saved in the graph below `grad_fn`."""
-    out: dict[int, int] = {}
-    for node in graph_nodes(grad_fn):
-        out.update(_node_saved(node))
-    return out
-
-
 def _consumer(node: Any) -> int | None:
     """The node a gradient goes to; None for a leaf's AccumulateGrad (it stays as .grad)."""
     if node is None or type(node).__name__ == "AccumulateGrad":
