@@ -17,6 +17,10 @@ process, alternating runs to spread machine noise:
   hooks): a ratio near 1 means tvis's overhead was excluded (target within 15%).
 
 `--breakdown` adds one instrumented run of the CNN: where tvis's own time goes.
+`--sync-writer` writes the store from the hooks instead of the writer thread (a diagnostic:
+on a busy 2-core machine the writer thread's Python work competes with training for the
+GIL and the cores, which slows the script's own ops, outside any hook, where tvis cannot
+count it as its overhead).
 Steps after the first are compared (the first step pays for warm-up in both).
 """
 
@@ -240,6 +244,15 @@ def breakdown(steps: int, out: str) -> dict[str, float]:
     return result
 
 
+def write_synchronously() -> None:
+    """Diagnostic: hooks apply each write at once (counted as tvis's overhead)."""
+    def submit(self: WriterThread, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        method(*args, **kwargs)
+        if method == self._writer.put_slots:
+            self._written_bytes += sum(len(v) for _, v in args[1] if v is not None)
+    WriterThread._submit = submit  # type: ignore[method-assign]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
@@ -247,8 +260,13 @@ def main() -> int:
                         help="alternate plain and recorded runs this many times (noise)")
     parser.add_argument("--examples", default="cnn,lm", help="comma-separated: cnn, lm")
     parser.add_argument("--breakdown", action="store_true", help="where tvis's time goes (CNN)")
+    parser.add_argument("--sync-writer", action="store_true",
+                        help="diagnostic: write from the hooks, not the writer thread")
     args = parser.parse_args()
-    sys.__stdout__.write(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, torch {torch.__version__}\n")
+    if args.sync_writer:
+        write_synchronously()
+    sys.__stdout__.write(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, torch {torch.__version__}"
+                         f"{', synchronous writes' if args.sync_writer else ''}\n")
     devnull = open(os.devnull, "w")
     with tempfile.TemporaryDirectory() as out:
         real_stdout, sys.stdout = sys.stdout, devnull

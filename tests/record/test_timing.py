@@ -142,3 +142,42 @@ for _ in range(2):
     assert step.phase_ns["forward"] == 7 * MS and step.phase_ns["backward"] == 7 * MS
     assert step.extra["phase_clock"] == "cuda events" and "forward" in step.extra["cpu_phase_ns"]
     assert FakeEvent.waited_on and set(FakeEvent.waited_on) == {"tvis-writer"}
+
+
+def test_backward_duration_leaves_the_activation_grad_capture_out(run_inprocess, monkeypatch):
+    from tvis_tui.record.gradients import ActivationGrads
+
+    _slow_capture(monkeypatch, ActivationGrads, "record")  # runs in tensor hooks in backward
+    code, run = run_inprocess("""
+import time
+import torch
+from torch import nn
+
+class Slow(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+    @staticmethod
+    def backward(ctx, g):
+        time.sleep(0.020)
+        return g
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+    def forward(self, x):
+        return self.b(Slow.apply(self.a(x)))
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+""")
+    assert code == 0
+    backward = [c for c in run.calls(1, run.call_count()) if c.kind == "backward" and c.step == 2][0]
+    grads = [s for c in run.calls(1, run.call_count()) if c.step == 2 for s in run.slots(c.seq, "grad")]
+    assert len(grads) >= 3  # three outputs' grads were captured, 30 ms each
+    assert 19 * MS <= backward.duration_ns < 20 * MS + TVIS_WORK_S * 1e9
