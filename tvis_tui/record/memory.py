@@ -82,7 +82,8 @@ class PeakMemory:
               activation: bool = False, backward: bool = False) -> Iterator[tuple[str, Any]]:
         """`pairs` with their tensors counted (unchanged on CUDA); for backward()'s inputs
         the storages their graph saved are counted too."""
-        if self._cuda:
+        if self._cuda or torch.cuda.is_initialized():  # the script moved to CUDA
+            self._cuda = True
             return pairs
         if self._walk_graph and hooks_active():
             self._walk_graph = False
