@@ -1,6 +1,6 @@
 """Recording overhead and timing truth on the bundled examples, plain vs under tvis.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_record.py [--steps 20] [--rounds 2]
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_record.py [--steps 30] [--rounds 3]
         [--examples cnn,lm] [--breakdown]
 
 For the bundled CNN (examples/image_classifier) and char LM (examples/char_lm), in one
@@ -255,8 +255,8 @@ def write_synchronously() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=2,
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3,
                         help="alternate plain and recorded runs this many times (noise)")
     parser.add_argument("--examples", default="cnn,lm", help="comma-separated: cnn, lm")
     parser.add_argument("--breakdown", action="store_true", help="where tvis's time goes (CNN)")

@@ -62,7 +62,6 @@ class CallLog:
         self._failing_exc: BaseException | None = None
         self.timer = CudaTimer()
         steps.overhead_clock = self.overhead_so_far
-        memory.clock = (self.begin_hook, self.end_hook)
 
     @property
     def stack(self) -> list[OpenCall]:

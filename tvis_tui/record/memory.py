@@ -72,8 +72,9 @@ class PeakMemory:
         self._heap_peak = 0
         self.method = CUDA_METHOD if self._cuda else LIVE_METHOD
         self._walk_graph = True  # off for good once saved-tensor hooks were seen (saved.py)
-        # tvis's begin_hook/end_hook pair (CallLog sets it): backward's node hooks are overhead.
-        self.clock: tuple[Callable[[], int], Callable[[int], None]] = (lambda: 0, lambda _: None)
+        # Runs tvis code from backward's node hooks as the recorder's hooks run (Recorder
+        # sets its _guard: counted as overhead, tracing paused, errors contained).
+        self.guard: Callable[..., Any] = lambda body, *args: body(*args)
         self._backward: BackwardMemory | None = None
 
     # -- what the recorder sees ----------------------------------------------------------
@@ -95,7 +96,7 @@ class PeakMemory:
         for name, value in self.live.watch(pairs, "backward"):
             if isinstance(value, torch.Tensor) and value.grad_fn is not None:
                 if self._backward is None:
-                    self._backward = BackwardMemory(self.live, self.clock)
+                    self._backward = BackwardMemory(self.live, self.guard)
                 self._backward.begin(value.grad_fn)
             yield name, value
 

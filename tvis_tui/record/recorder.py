@@ -86,6 +86,7 @@ class Recorder:
         self.memory = PeakMemory(self.writer.held_bytes)
         self.steps = StepTracker(self.writer, self.memory)
         self.log = CallLog(self.writer, self.steps, max_bytes, self.memory, self.warn)
+        self.memory.guard = self._guard  # backward's node hooks run tvis code (memory.py)
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
         self.data = DataCapture(self)

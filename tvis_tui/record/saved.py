@@ -101,9 +101,9 @@ class BackwardMemory:
     node samples, so the peak inside backward is seen. The hooks return None (they change
     nothing) and are removed when backward() returns."""
 
-    def __init__(self, live: LiveTensors, clock: tuple[Callable[[], int], Callable[[int], None]]) -> None:
+    def __init__(self, live: LiveTensors, guard: Callable[..., Any]) -> None:
         self._live = live
-        self._begin_hook, self._end_hook = clock
+        self._guard = guard
         self._handles: list[Any] = []
         self._nodes: list[Any] = []
         self._node_keys: dict[int, list[int]] = {}
@@ -164,39 +164,36 @@ class BackwardMemory:
         self._live.sample("backward", self._live.live + self._bytes + new)
 
     def _after_node(self, node_id: int, grad_inputs: Any, grad_outputs: Any) -> None:
-        started = self._begin_hook()
-        try:
-            made = [_storages(g) for g in grad_inputs]
-            incoming = _storages(grad_outputs)
-            # Where several gradients arrived, the engine summed them into a new buffer
-            # (or into one of them) while they were all alive; then freed them.
-            self._sample(incoming)
-            for key in self._waiting.pop(node_id, ()):
-                senders = self._senders.get(key, 1) - 1
-                self._senders[key] = senders
-                if senders <= 0 and self._flight.pop(key, None) is not None:
-                    self._uncount(key)
-            # The node ran with its incoming gradient, its results and its saved tensors.
-            self._sample({**incoming, **{k: n for m in made for k, n in m.items()}})
-            for key in self._node_keys.pop(node_id, ()):
-                users = self._users.get(key, 1) - 1
-                self._users[key] = users
-                if users <= 0:
-                    self._saved.pop(key, None)
-                    self._uncount(key)
-            edges = self._edges.get(node_id, [])
-            for i, storages in enumerate(made):
-                consumer = edges[i] if i < len(edges) else None
-                for key, size in storages.items():
-                    self._flight[key] = size
-                    self._count(key, size)
-                    if consumer is not None:  # else it becomes a parameter's .grad
-                        self._waiting.setdefault(consumer, []).append(key)
-                        self._senders[key] = self._senders.get(key, 0) + 1
-        except Exception:
-            pass
-        finally:
-            self._end_hook(started)
+        self._guard(self._follow, node_id, grad_inputs, grad_outputs)
+
+    def _follow(self, node_id: int, grad_inputs: Any, grad_outputs: Any) -> None:
+        made = [_storages(g) for g in grad_inputs]
+        incoming = _storages(grad_outputs)
+        # Where several gradients arrived, the engine summed them into a new buffer
+        # (or into one of them) while they were all alive; then freed them.
+        self._sample(incoming)
+        for key in self._waiting.pop(node_id, ()):
+            senders = self._senders.get(key, 1) - 1
+            self._senders[key] = senders
+            if senders <= 0 and self._flight.pop(key, None) is not None:
+                self._uncount(key)
+        # The node ran with its incoming gradient, its results and its saved tensors.
+        self._sample({**incoming, **{k: n for m in made for k, n in m.items()}})
+        for key in self._node_keys.pop(node_id, ()):
+            users = self._users.get(key, 1) - 1
+            self._users[key] = users
+            if users <= 0:
+                self._saved.pop(key, None)
+                self._uncount(key)
+        edges = self._edges.get(node_id, [])
+        for i, storages in enumerate(made):
+            consumer = edges[i] if i < len(edges) else None
+            for key, size in storages.items():
+                self._flight[key] = size
+                self._count(key, size)
+                if consumer is not None:  # else it becomes a parameter's .grad
+                    self._waiting.setdefault(consumer, []).append(key)
+                    self._senders[key] = self._senders.get(key, 0) + 1
 
     def end(self) -> None:
         """backward() returned: remove the hooks and forget the graph."""
