@@ -181,3 +181,22 @@ for _ in range(2):
     grads = [s for c in run.calls(1, run.call_count()) if c.step == 2 for s in run.slots(c.seq, "grad")]
     assert len(grads) >= 3  # three outputs' grads were captured, 30 ms each
     assert 19 * MS <= backward.duration_ns < 20 * MS + TVIS_WORK_S * 1e9
+
+
+def test_garbage_collections_outside_hooks_count_as_overhead():
+    import gc
+    from types import SimpleNamespace
+
+    log = SimpleNamespace(_thread=SimpleNamespace(hook_depth=0, overhead_ns=0))
+    undo = timing.count_gc_as_overhead(log)
+    try:
+        gc.collect()
+        outside = log._thread.overhead_ns
+        log._thread.hook_depth = 1  # inside a hook: its own clock has it
+        gc.collect()
+        assert outside > 0 and log._thread.overhead_ns == outside
+    finally:
+        undo()
+    log._thread.hook_depth = 0
+    gc.collect()
+    assert log._thread.overhead_ns == outside

@@ -40,6 +40,7 @@ from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
+from tvis_tui.record.timing import count_gc_as_overhead
 from tvis_tui.record.updates import ParamUpdates
 from tvis_tui.store.records import CallRecord
 from tvis_tui.store.writer import RunWriter
@@ -123,6 +124,7 @@ class Recorder:
         self._wrap(torch, "compile", self._compile)
         self._wrap(torch.nn.Module, "compile", self._compile)
         self.data.install(self._wrap)
+        self._undo.append(count_gc_as_overhead(self.log))
         # Undone by close() before the store closes: the last line shapes are flushed then.
         self._undo.append(self.functions.install())
         # torch warns that global hooks fire once more for an OptimizedModule: that note

@@ -9,6 +9,9 @@ the writer thread with its events, which waits for the end event there
 (`event.synchronize()`), and writes `duration_ns` as the events' elapsed time, keeping the
 CPU figure in `extra["cpu_duration_ns"]`. A step's phase times are resolved the same way.
 
+Garbage collections outside tvis's hooks are counted as tvis's overhead too
+(`count_gc_as_overhead`): tvis's allocations make most of them.
+
 Known limit: kernels tvis itself launches on the same stream (tensor summaries of the
 calls inside a call) fall between that call's events. Not run on a GPU in development:
 tests drive this path with fake events (`CudaTimer(event=..., initialized=..., is_cuda=...)`).
@@ -16,6 +19,9 @@ tests drive this path with fake events (`CudaTimer(event=..., initialized=..., i
 
 from __future__ import annotations
 
+import gc
+import threading
+import time
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
@@ -87,3 +93,27 @@ def put_timed_step(run_writer: Any, record: Any, events: list[tuple[str, Any, An
         return
     extra = {**record.extra, "cpu_phase_ns": dict(record.phase_ns), "phase_clock": "cuda events"}
     run_writer.put_step(replace(record, phase_ns={**record.phase_ns, **gpu}, extra=extra))
+
+
+def count_gc_as_overhead(log: Any) -> Callable[[], None]:
+    """Count garbage collections outside tvis's hooks as tvis's overhead; returns the undo.
+
+    tvis allocates many small objects per call, so the collector runs far more often while
+    recording, and a collection runs wherever an allocation crosses the threshold: mostly
+    inside the script's own code, where it would lengthen a call's duration. A collection
+    the script would have had anyway is taken off too (rarer: the plain run allocates less).
+    Collections inside a hook are in the hook's time already."""
+    started: dict[int, int] = {}
+
+    def on_gc(phase: str, info: dict) -> None:
+        thread = log._thread
+        if thread.hook_depth > 0:
+            return
+        key = threading.get_ident()
+        if phase == "start":
+            started[key] = time.perf_counter_ns()
+        elif key in started:
+            thread.overhead_ns += time.perf_counter_ns() - started.pop(key)
+
+    gc.callbacks.append(on_gc)
+    return lambda: gc.callbacks.remove(on_gc) if on_gc in gc.callbacks else None
