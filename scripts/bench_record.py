@@ -16,6 +16,14 @@ process, alternating runs to spread machine noise:
   (top-level non-loss module calls and `torch.autograd.backward`, timed by this script's
   hooks): a ratio near 1 means tvis's overhead was excluded (target within 15%).
 
+What is left in recorded/plain above 1 (2-core VM, Dec 2026): tvis's time in its hooks,
+trace callbacks, backward node hooks and garbage collections is taken out, but not what
+tvis does to the script's own code between hooks: torch's slow path for modules when global
+hooks exist (~2 us per call), the few lines of each hook before its clock starts, caches
+and branch predictors the hooks and tensor summaries evict, and the writer thread
+competing for the GIL and the cores. A model of 200 tiny Linear layers shows it per call:
+plain 6.5 us, recorded 12-14 us (median).
+
 `--breakdown` adds one instrumented run of the CNN: where tvis's own time goes.
 `--sync-writer` writes the store from the hooks instead of the writer thread (a diagnostic:
 on a busy 2-core machine the writer thread's Python work competes with training for the
