@@ -1,12 +1,17 @@
 """Recording a training script as it runs (`tvis run`); the only part of tvis that imports torch.
 
 runner.py   runs the script as python would and turns how it ended into run metadata
+options.py  what the flags ask to capture (values or summary, lines, include/exclude patterns)
 recorder.py the hooks: module calls, optimizer steps, backward(), batches, functional losses
 calls.py    numbering, nesting and timing calls on every thread
 steps.py    where a training step ends (the step rule) and what it measured
 slots.py    flattening nested inputs/outputs into slots; stats.py summarizes one tensor
 names.py    qualified module and parameter names; sites.py user files, call and def sites
-memory.py   peak memory per step; sink.py writes the run from a thread of its own
+memory.py   peak memory per step: live_tensors.py the tensor storages tvis has seen alive,
+            saved.py what autograd holds for backward, followed node by node
+timing.py   CUDA-event durations and tvis's own overhead; sink.py writes the run from a thread
+data.py     samples and batches: transforms.py, images.py, tokenizers.py, describe.py,
+            samples.py, workers.py (DataLoader workers), decoding.py (top-k predictions)
 functions.py user functions as calls, via sys.settrace; lines.py the tensors each user line bound
 gradients.py activation gradients (tensor hooks on module outputs); updates.py optimizer updates
 per_sample_loss.py the per-sample loss of a recorded standard criterion (slots of role per_sample)
