@@ -12,9 +12,11 @@ Like with like: the measurements are CPU runs, so the estimates are made for a C
 (device="cpu": no CUDA context or allocator overhead, CPU kernels' saved tensors, CPU
 autocast rules, one-tensor-at-a-time optimizer temporaries). Step 2 is compared because
 from step 2 on the optimizer state is resident during forward, as for the rest of training;
-step 1 is printed too. The recorder samples the C heap at module hooks, which counts
-allocations that are not tensors and misses peaks between hooks; `live` counts exactly
-the tensor storage an estimate models.
+step 1 is printed too. The recorder counts the live tensor storages its hooks see
+(parameters, grads, optimizer state, module inputs/outputs, what autograd saved), so it
+misses temporaries that live and die inside one module call (attention scores inside a
+hand-written attention block); `live` counts every op's tensors, exactly what an estimate
+models.
 
     .venv/bin/python scripts/score_vram.py [SCRIPT ...]
 """
