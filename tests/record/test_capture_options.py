@@ -75,3 +75,29 @@ def test_file_patterns_match_relative_path_or_base_name():
     assert opts.file_recorded("train.py")
     assert not opts.file_recorded("data/loader.py")
     assert CaptureOptions(include_files=("utils.py",)).file_recorded("pkg/utils.py")
+
+
+GRAD_SCRIPT = SCRIPT.replace("Net()(torch.ones(3, 4))", "Net()(torch.ones(3, 4)).sum().backward()")
+
+
+def test_activation_grads_recorded_by_default_and_off_with_no_grads(run_inprocess):
+    _, run = run_inprocess(GRAD_SCRIPT)
+    assert [s.shape for s in run.slots(1, "grad")] == [(3, 2)]
+    _, run = run_inprocess(GRAD_SCRIPT, capture=CaptureOptions(grads=False))
+    assert run.slots(1, "grad") == [] and run.meta()["grads"] is False
+
+
+def test_cli_flags_reach_the_run(tmp_path):
+    from tvis_tui.cli import main
+    from tvis_tui.store import RunReader
+
+    script = tmp_path / "train.py"
+    script.write_text(GRAD_SCRIPT)
+    code = main(["run", "--out", str(tmp_path / "runs"), "--name", "r", "--capture", "summary",
+                 "--no-lines", "--no-grads", "--exclude-modules", "head", str(script)])
+    assert code == 0
+    with RunReader(tmp_path / "runs" / "r") as run:
+        meta = run.meta()
+        assert (meta["capture"], meta["lines"], meta["grads"]) == ("summary", False, False)
+        assert meta["exclude_modules"] == ["head"]
+        assert "head" not in _module_names(run)

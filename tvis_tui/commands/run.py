@@ -10,7 +10,7 @@ from tvis_tui.record.options import CAPTURE_MODES, CaptureOptions
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.usage = ("tvis run [--steps N] [--out DIR] [--name NAME] [--max-tensor-bytes B] "
-                    "[--capture values|summary] [--no-lines] [--include-modules P] "
+                    "[--capture values|summary] [--no-lines] [--no-grads] [--include-modules P] "
                     "[--exclude-modules P] [--include-files P] [--exclude-files P] "
                     "(SCRIPT | -m MODULE) [ARGS...]")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
@@ -26,6 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "summary: statistics and histograms only")
     parser.add_argument("--no-lines", dest="lines", action="store_false",
                         help="do not record the tensors each line of user code created")
+    parser.add_argument("--no-grads", dest="grads", action="store_false",
+                        help="do not record the gradient of each module output")
     for verb, what in (("include", "only"), ("exclude", "not")):
         parser.add_argument(f"--{verb}-modules", action="append", default=[], metavar="PATTERN",
                             help=f"record {what} modules whose qualified name, an ancestor's name "
@@ -52,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     target = Target(name, tuple(rest), module=args.module)
     options = Options(out_dir=args.out, name=args.name, steps=args.steps,
                       max_tensor_bytes=args.max_tensor_bytes, capture=CaptureOptions(
-                          capture=args.capture, lines=args.lines,
+                          capture=args.capture, lines=args.lines, grads=args.grads,
                           include_modules=tuple(args.include_modules),
                           exclude_modules=tuple(args.exclude_modules),
                           include_files=tuple(args.include_files),

@@ -21,6 +21,7 @@ CAPTURE_MODES: tuple[str, ...] = ("values", "summary")
 class CaptureOptions:
     capture: str = "values"
     lines: bool = True
+    grads: bool = True
     include_modules: tuple[str, ...] = ()
     exclude_modules: tuple[str, ...] = ()
     include_files: tuple[str, ...] = ()
@@ -49,7 +50,7 @@ class CaptureOptions:
                         self.include_files, self.exclude_files)
 
     def to_meta(self) -> dict[str, object]:
-        return {"capture": self.capture, "lines": self.lines,
+        return {"capture": self.capture, "lines": self.lines, "grads": self.grads,
                 "include_modules": list(self.include_modules),
                 "exclude_modules": list(self.exclude_modules),
                 "include_files": list(self.include_files), "exclude_files": list(self.exclude_files)}

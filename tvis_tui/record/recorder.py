@@ -255,7 +255,7 @@ class Recorder:
         if kwargs:
             self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
         self.log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
-        if error is None:
+        if error is None and self.options.grads:
             self.grads.watch(call.record.seq, leaves(result, "out"))
         if error is None and call.record.phase == "loss" and not per_sample_loss.is_nested(self.log.stack, call):
             per_sample_loss.attach(self.log, self.steps, call,
