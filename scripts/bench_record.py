@@ -63,7 +63,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {"cnn": ROOT / "examples/image_classifier/train.py",
             "lm": ROOT / "examples/char_lm/train.py"}
 CONFIGS = {"everything on": (CaptureOptions(), 3.0),
-           "summary, no lines": (CaptureOptions(capture="summary", lines=False), 1.5)}
+           "summary, no lines": (CaptureOptions(capture="summary", lines=False), 1.5),
+           "summary, no lines, no grads": (CaptureOptions(capture="summary", lines=False,
+                                                          grads=False), 1.5)}
 TRUTH_TOLERANCE = 0.15
 
 
