@@ -29,3 +29,9 @@ def test_moments_and_range_match_torch():
     assert stats.mean == pytest.approx(t.mean().item(), rel=1e-5)
     assert stats.std == pytest.approx(t.std().item(), rel=1e-5)
     assert stats.norm == pytest.approx(t.norm().item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_zero_count_of_a_relu_output(dtype):
+    t = torch.relu(torch.randn(64, 33, generator=torch.Generator().manual_seed(1)) * 2).to(dtype)
+    assert summarize(t, max_bytes=0).stats.zeros == int((t == 0).sum())
