@@ -103,9 +103,11 @@ class ParamUpdates:
         pairs, ratios = [], []
         with torch.no_grad():
             for i, p, before in copies:
-                update = p.detach() - before  # in the parameter's dtype: exact
-                pairs.append((names.get(id(p), f"param[{i}]"), update))
                 ratios.append(_norm(before))
+                # after - before, in the copy's own memory so a step never holds twice the
+                # budget; p + (-b) rounds exactly as p - b, in the parameter's dtype.
+                update = before.neg_().add_(p.detach())
+                pairs.append((names.get(id(p), f"param[{i}]"), update))
         log = self._recorder.log
         slots, _ = log.slots.make(seq, "update", iter(pairs))
         out = []
