@@ -35,6 +35,8 @@ class OpenCall:
     # A user function (record/functions.py): a step's phase times count the calls inside
     # it, not it, so a `train_step()` wrapping them does not hide the phases.
     transparent: bool = False
+    # Every call enclosing it is transparent: its time is a top-level phase time.
+    top: bool = True
     gpu_start: Any = None  # a CUDA event where its clock started (timing.py), if on CUDA
 
 
@@ -86,7 +88,8 @@ class CallLog:
 
     def open(self, *, kind: str, name: str, type_: str, phase: str, owner: int,
              call_site: Site | None, def_site: Site | None, inputs: Iterator[tuple[str, Any]] = iter(()),
-             root: Any = None, extra: dict[str, Any] | None = None) -> OpenCall:
+             root: Any = None, extra: dict[str, Any] | None = None,
+             transparent: bool = False) -> OpenCall:
         stack = self._thread.stack
         parent = stack[-1].record if stack else None
         seq = next(self._seq)
@@ -95,7 +98,8 @@ class CallLog:
             seq=seq, parent=parent.seq if parent else 0, depth=len(stack),
             step=self.steps.step, phase=phase, kind=kind, name=name, type=type_,
             call_site=call_site, def_site=def_site, start_ns=time.time_ns(), extra=extra or {})
-        call = OpenCall(record, owner, root)
+        call = OpenCall(record, owner, root, transparent=transparent,
+                        top=not stack or (stack[-1].top and stack[-1].transparent))
         # On the stack before anything is written: a Ctrl-C from here on still finds it.
         stack.append(call)
         self.writer.put_call(record)
@@ -145,7 +149,7 @@ class CallLog:
         if error is not None and error is not self._failing_exc:
             # Hooks see an exception innermost first: the first to see it is where it began.
             self._failing_exc, self.failing_seq = error, record.seq
-        if not call.transparent and all(c.transparent for c in self._thread.stack if c is not call):
+        if call.top and not call.transparent:
             self.steps.add_phase_time(record.phase, duration, overhead,
                                       (call.gpu_start, gpu_end) if gpu_end is not None else None)
         stack = self._thread.stack

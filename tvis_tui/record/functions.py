@@ -267,8 +267,8 @@ class _Frame:
         call = tracer.log.open(kind="function", name=getattr(code, "co_qualname", code.co_name),
                                type_="function", phase=phase, owner=id(self),
                                call_site=tracer.recorder.sites.call_site(frame.f_back),
-                               def_site=self.plan.def_site, inputs=_arguments(frame), extra={"user": True})
-        call.transparent = True
+                               def_site=self.plan.def_site, inputs=_arguments(frame), extra={"user": True},
+                               transparent=True)
         return call
 
     def event(self, frame: FrameType, event: str, arg: Any) -> Any:
