@@ -37,6 +37,8 @@ class CaptureOptions:
 
     def module_recorded(self, qualname: str, type_name: str) -> bool:
         """Whether calls of the module named `qualname` (of class `type_name`) are recorded."""
+        if not (self.include_modules or self.exclude_modules):  # the default; every module call asks
+            return True
         names = (*_ancestors(qualname), type_name)
         return _allowed(lambda p: any(fnmatchcase(n, p) for n in names),
                         self.include_modules, self.exclude_modules)

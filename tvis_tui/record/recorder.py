@@ -41,7 +41,7 @@ from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import count_gc_as_overhead
-from tvis_tui.record.updates import ParamUpdates
+from tvis_tui.record.updates import ParamUpdates, params as optimizer_params
 from tvis_tui.store.records import CallRecord
 from tvis_tui.store.writer import RunWriter
 
@@ -254,9 +254,10 @@ class Recorder:
             return
         if kwargs:
             self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
-        self.log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
+        outputs = list(leaves(result, "out")) if error is None else []
+        self.log.close(call, ended, iter(outputs), error=error)
         if error is None and self.options.grads:
-            self.grads.watch(call.record.seq, leaves(result, "out"))
+            self.grads.watch(call.record.seq, iter(outputs))
         if error is None and call.record.phase == "loss" and not per_sample_loss.is_nested(self.log.stack, call):
             per_sample_loss.attach(self.log, self.steps, call,
                                    lambda: per_sample_loss.for_module(module, args, kwargs), self.warn)
@@ -286,14 +287,14 @@ class Recorder:
 
     def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
         self.steps.optimizers.add(opt)  # one made before tvis started, or bypassing __init__
-        lr = opt.param_groups[0].get("lr") if opt.param_groups else None
+        extra = self.updates.step_extra(opt)
+        lrs = extra["lrs"]
+        if lrs and lrs[0] is not None:  # a CUDA tensor lr is not read: that would sync
+            extra["lr"] = lrs[0]
         call = self.log.open(kind="optimizer", name=type(opt).__name__, type_=type(opt).__qualname__,
                              phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
-                             def_site=self.sites.def_site(type(opt), "step"),
-                             extra={**({"lr": float(lr)} if lr is not None else {}),
-                                    **self.updates.step_extra(opt)})
-        params = [p for group in opt.param_groups for p in group["params"]]
-        self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(params))
+                             def_site=self.sites.def_site(type(opt), "step"), extra=extra)
+        self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(optimizer_params(opt)))
         self.updates.before_step(opt, closure is not None)
 
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
@@ -306,8 +307,8 @@ class Recorder:
         if call is not None:
             no_grad = self.updates.after_step(opt, call.record.seq)
             # The step's result: the parameters it updated, as they are now.
-            params = [p for group in opt.param_groups for p in group["params"]]
-            self.log.close(call, ended, self.names.with_gradients(params), role="param", extra=no_grad)
+            self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt)), role="param",
+                           extra=no_grad)
         self.steps.after_optimizer_step(opt)
 
     # -- backward ------------------------------------------------------------------------

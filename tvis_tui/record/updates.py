@@ -59,7 +59,7 @@ class ParamUpdates:
         """`no_grad` and `no_grad_count`, read after the step: an LBFGS closure computes
         the first gradients inside step()."""
         names = self._recorder.names.parameter_names()
-        missing = [names.get(id(p), f"param[{i}]") for i, p in enumerate(_params(opt)) if p.grad is None]
+        missing = [names.get(id(p), f"param[{i}]") for i, p in enumerate(params(opt)) if p.grad is None]
         if not missing:
             return {}
         return {"no_grad": missing[:NO_GRAD_NAMES], "no_grad_count": len(missing)}
@@ -71,7 +71,7 @@ class ParamUpdates:
         used = skipped = over_cap = 0
         self._before.pop(id(opt), None)  # free the last step's copies before making new ones
         with torch.no_grad():
-            for i, p in enumerate(_params(opt)):
+            for i, p in enumerate(params(opt)):
                 if p.grad is None and not (closure and p.requires_grad):
                     continue
                 if len(copies) >= MAX_SLOTS:  # the slots past the cap would not be written
@@ -121,7 +121,8 @@ class ParamUpdates:
         log.writer.put_slots(seq, out)
 
 
-def _params(opt: Any) -> list[torch.Tensor]:
+def params(opt: Any) -> list[torch.Tensor]:
+    """The optimizer's parameters, group after group."""
     return [p for group in opt.param_groups for p in group["params"]]
 
 
