@@ -116,6 +116,16 @@ class RunReader:
             self._files[file_id] = path
         return path
 
+    def file_id(self, path: str) -> int | None:
+        """The id the run gave `path`, or None. A miss reads the table again: a run still
+        recording may have added the file since."""
+        for fid, known in self._files.items():
+            if known == path:
+                return fid
+        for key, value in self.scan(layout.FILES):
+            self._files[codec.from_u32(key)] = value.decode()
+        return next((fid for fid, known in self._files.items() if known == path), None)
+
     def files(self) -> list[str]:
         return [v.decode() for _, v in self.scan(layout.FILES)]
 
@@ -168,7 +178,7 @@ class RunReader:
 
     def calls_at(self, file: str, line: int) -> list[int]:
         """Sequence numbers of the calls made from `file:line`, in order."""
-        fid = next((codec.from_u32(k) for k, v in self.scan(layout.FILES) if v.decode() == file), None)
+        fid = self.file_id(file)
         if fid is None:
             return []
         keys = self.scan(layout.SITES, codec.site_key(fid, line, 0), codec.site_key(fid, line + 1, 0))
@@ -214,7 +224,7 @@ class RunReader:
 
     def call_at_line_near(self, file: str, line: int, seq: int, *, forward: bool = True) -> int | None:
         """The first call after (or last before) `seq` made from `file:line`."""
-        fid = next((codec.from_u32(k) for k, v in self.scan(layout.FILES) if v.decode() == file), None)
+        fid = self.file_id(file)
         if fid is None:
             return None
         if forward:
@@ -256,7 +266,7 @@ class RunReader:
 
     def line_shapes(self, file: str, step: int) -> dict[int, list[LineShape]]:
         """The tensors each line of `file` bound during `step`: line -> entries."""
-        fid = next((codec.from_u32(k) for k, v in self.scan(layout.FILES) if v.decode() == file), None)
+        fid = self.file_id(file)
         if fid is None:
             return {}
         return {r.line: list(r.entries) for r in lines.records(self, fid, step)}
