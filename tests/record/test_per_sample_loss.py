@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,8 +14,7 @@ import torch
 from tvis_tui.export import export_jsonl
 from tvis_tui.record import per_sample_loss
 
-from .helpers import tvis_cli, tvis_env
-from .test_identity import _assert_identical
+from .helpers import assert_same_state, train_plain_and_under_tvis, write_script
 
 SCRIPT = '''
 import sys
@@ -199,14 +196,8 @@ def test_export_jsonl_shows_per_sample_slots_and_step_summary(run_inprocess):
 
 
 def test_training_stays_bitwise_identical_with_per_sample_loss(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
+    script = write_script(tmp_path, SCRIPT)
     for form in ("module", "functional"):
-        plain = subprocess.run([sys.executable, str(script), form, f"plain-{form}.pt"], cwd=tmp_path,
-                               env=tvis_env(), capture_output=True, text=True, timeout=120)
-        assert plain.returncode == 0, plain.stderr
-        traced = tvis_cli("run", "--no-lines", "--out", f"runs-{form}", str(script), form, f"tvis-{form}.pt",
-                          cwd=tmp_path, timeout=120)
-        assert traced.returncode == 0, traced.stderr
-        assert traced.stdout == plain.stdout and "loss" in plain.stdout
-        _assert_identical(torch.load(tmp_path / f"plain-{form}.pt"), torch.load(tmp_path / f"tvis-{form}.pt"))
+        train_plain_and_under_tvis(tmp_path, str(script), [form, f"plain-{form}.pt"],
+                                   [form, f"tvis-{form}.pt"], flags=("--no-lines",), out=f"runs-{form}")
+        assert_same_state(tmp_path / f"plain-{form}.pt", tmp_path / f"tvis-{form}.pt")

@@ -4,8 +4,6 @@ the parameters without a gradient and each param group's learning rate."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,8 +11,7 @@ import torch
 
 from tvis_tui.record import updates
 
-from .helpers import tvis_cli, tvis_env, write_script
-from .test_identity import _assert_identical
+from .helpers import assert_same_state, train_plain_and_under_tvis, tvis_cli, write_script
 
 MODEL = """
 import sys
@@ -149,13 +146,8 @@ torch.save({"params": net.state_dict(), "opt": opt.state_dict(), "opt2": opt2.st
 
 def test_grads_and_updates_leave_training_bitwise_identical(tmp_path):
     script = write_script(tmp_path, IDENTITY)
-    plain = subprocess.run([sys.executable, str(script), "plain.pt"], cwd=tmp_path, env=tvis_env(),
-                           capture_output=True, text=True, timeout=120)
-    assert plain.returncode == 0, plain.stderr
-    traced = tvis_cli("run", "--out", "runs", str(script), "tvis.pt", cwd=tmp_path, timeout=120)
-    assert traced.returncode == 0, traced.stderr
-    assert traced.stdout == plain.stdout and "loss" in plain.stdout
-    _assert_identical(torch.load(tmp_path / "plain.pt"), torch.load(tmp_path / "tvis.pt"))
+    train_plain_and_under_tvis(tmp_path, str(script), ["plain.pt"], ["tvis.pt"])
+    assert_same_state(tmp_path / "plain.pt", tmp_path / "tvis.pt")
 
 
 def test_inspector_shows_the_ratio_beside_an_update(run_inprocess, tmp_path):
