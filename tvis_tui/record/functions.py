@@ -210,7 +210,7 @@ class FunctionTracer:
         if code.co_name in NOT_TRACED or code.co_name.startswith("torch_dynamo_resume_in_"):
             return None
         path = self.recorder.sites.user_path(code.co_filename)
-        if path is None or not self.recorder.options.file_recorded(_relative(path, self.recorder)):
+        if path is None or not self.recorder.options.file_recorded(self.recorder.sites.relative(path)):
             return None
         loops = _loops(code)
         calls = (code.co_name not in NOT_CALLS and not code.co_flags & _NO_CALL_FLAGS
@@ -373,11 +373,3 @@ def _hide_from_dynamo(*functions: Callable[..., Any]) -> None:
         return
     for function in functions:
         set_code_exec_strategy(function.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
-
-
-def _relative(path: str, recorder: Recorder) -> str:
-    root = getattr(recorder.sites, "_root", None) or os.getcwd()
-    try:
-        return os.path.relpath(path, root)
-    except ValueError:
-        return path

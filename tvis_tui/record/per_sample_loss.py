@@ -70,14 +70,6 @@ class PerSample:
             pairs.append(("per_sample.weight", self.weights))
         return pairs
 
-    def reduced(self) -> torch.Tensor:
-        """The recorded loss again, from the per-sample values."""
-        if self.reduction == "sum":
-            return self.values.sum()
-        if self.weights is None:
-            return self.values.mean()
-        return (self.values * self.weights).sum() / self.weights.sum()
-
 
 def _function(name: str) -> Callable[..., Any]:
     """torch's own function, past any wrapper tvis (or anyone) put around it."""

@@ -36,6 +36,13 @@ class Sites:
         self._on_new_user_file = on_new_user_file
         self._def_sites: dict[Any, Site | None] = {}
 
+    def relative(self, path: str) -> str:
+        """`path` relative to the script's folder (as file patterns match it)."""
+        try:
+            return os.path.relpath(path, self._root)
+        except ValueError:  # another drive on Windows
+            return path
+
     def user_path(self, filename: str) -> str | None:
         """The absolute path of `filename` if it is a user file, else None (cached)."""
         try:
