@@ -3,8 +3,8 @@
 JSON lines: one object per line, each with a "record": first "meta", then one "step" per
 step, then one "call" per call (with its slots), the data records, then one "line" per
 (file, step, line) of user code that ran (the tensors it bound). JSON: one object
-{"meta", "steps", "calls", "data"} with the same objects (data and line records in "data"). Non-finite floats become the strings "nan", "inf",
-"-inf" so the output is strict JSON.
+{"meta", "steps", "calls", "data"} with the same objects (data and line records in "data").
+Non-finite floats become the strings "nan", "inf", "-inf" so the output is strict JSON.
 """
 
 from __future__ import annotations
@@ -62,11 +62,15 @@ def _data_objects(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "prediction", samples.to_json(prediction)
 
 
-def _line_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
+def _line_objects(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
     """Per-line tensor shapes: one object per (file, step, line) that ran."""
     for file_id, step, record in lines.all_records(reader):
-        yield {"file": reader.file_path(file_id), "step": step, "line": record.line,
-               **lines.to_wire(record)}
+        yield "line", {"file": reader.file_path(file_id), "step": step, "line": record.line,
+                       **lines.to_wire(record)}
+
+
+def _data_and_lines(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
+    return itertools.chain(_data_objects(reader), _line_objects(reader))
 
 
 def _step_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
@@ -84,10 +88,8 @@ def export_jsonl(reader: RunReader, out: TextIO) -> None:
         emit("step", step)
     for call in _call_objects(reader):
         emit("call", call)
-    for kind, obj in _data_objects(reader):
+    for kind, obj in _data_and_lines(reader):
         emit(kind, obj)
-    for obj in _line_objects(reader):
-        emit("line", obj)
 
 
 def export_json(reader: RunReader, out: TextIO) -> None:
@@ -99,8 +101,7 @@ def export_json(reader: RunReader, out: TextIO) -> None:
     out.write('], "calls": [')
     _write_list(out, (dump(c) for c in _call_objects(reader)))
     out.write('], "data": [')
-    data = itertools.chain(_data_objects(reader), (("line", o) for o in _line_objects(reader)))
-    _write_list(out, (dump({"record": k, **o}) for k, o in data))
+    _write_list(out, (dump({"record": k, **o}) for k, o in _data_and_lines(reader)))
     out.write("]}\n")
 
 
