@@ -22,6 +22,15 @@ from tvis_tui.store.records import CallRecord, Site
 from tvis_tui.record.sink import WriterThread
 
 
+def inherited_phase(parent: CallRecord | None) -> str:
+    """A call inherits its caller's phase (a transform inside a batch is "data", a
+    recompute inside backward is "backward"), else it is "forward"; so is an LBFGS
+    closure's model call inside optimizer.step()."""
+    if parent is None or parent.phase == "optimizer":
+        return "forward"
+    return parent.phase
+
+
 @dataclass(slots=True)
 class OpenCall:
     """A call that has started and not yet returned."""

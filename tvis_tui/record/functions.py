@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from tvis_tui.record.calls import OpenCall
+from tvis_tui.record.calls import OpenCall, inherited_phase
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
 from tvis_tui.record.slots import leaves
 from tvis_tui.store.records import Site
@@ -262,7 +262,7 @@ class _Frame:
         tracer = self.tracer
         stack = tracer.log.stack
         parent = stack[-1].record if stack else None
-        phase = "forward" if parent is None or parent.phase == "optimizer" else parent.phase
+        phase = inherited_phase(parent)
         code = frame.f_code
         call = tracer.log.open(kind="function", name=getattr(code, "co_qualname", code.co_name),
                                type_="function", phase=phase, owner=id(self),

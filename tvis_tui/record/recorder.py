@@ -28,7 +28,7 @@ import torch.optim.optimizer as optimizer_module
 import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
 
-from tvis_tui.record.calls import CallLog, OpenCall
+from tvis_tui.record.calls import CallLog, OpenCall, inherited_phase
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
@@ -63,14 +63,8 @@ class StopRecording(BaseException):
 
 
 def _module_phase(module: torch.nn.Module, parent: CallRecord | None) -> str:
-    """Loss modules are "loss"; a module inherits its caller's phase (a transform inside
-    a batch is "data", a recompute inside backward is "backward"), else "forward"; an
-    LBFGS closure's model call inside optimizer.step() is "forward" too."""
-    if isinstance(module, _Loss):
-        return "loss"
-    if parent is None or parent.phase == "optimizer":
-        return "forward"
-    return parent.phase
+    """Loss modules are "loss"; any other module inherits its caller's phase."""
+    return "loss" if isinstance(module, _Loss) else inherited_phase(parent)
 
 
 class _Reentry(threading.local):
