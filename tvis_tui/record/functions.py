@@ -198,7 +198,7 @@ class FunctionTracer:
         try:
             plan = self._plan(frame)
         except Exception as exc:
-            self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
+            self.warn(exc)
             plan = None
         finally:
             self.log.end_hook(started)
@@ -223,8 +223,7 @@ class FunctionTracer:
     def recording(self, step: int) -> bool:
         """Whether what happens in `step` is recorded: the first call was seen and the
         step limit is not passed (then the next hook stops the run)."""
-        limit = self.recorder.step_limit
-        return self.log.last_seq > 0 and (not limit or step <= limit)
+        return self.log.last_seq > 0 and not self.recorder.past_limit(step)
 
     def warn(self, exc: Exception) -> None:
         self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
@@ -246,8 +245,7 @@ class _Frame:
 
     def wanted(self, frame: FrameType) -> bool:
         tracer = self.tracer
-        limit = tracer.recorder.step_limit
-        if limit and tracer.recorder.steps.step > limit:
+        if tracer.recorder.past_limit(tracer.recorder.steps.step):
             return False
         stack = tracer.log.stack
         if stack:

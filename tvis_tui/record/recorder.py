@@ -199,8 +199,12 @@ class Recorder:
         """Called as anything of the step after the last one begins: the script has run
         the rest of the last step's iteration (its prints, scheduler, logging) by then,
         and nothing of the next one has happened yet (no batch drawn, no forward run)."""
-        if self.step_limit and self.steps.step > self.step_limit:
+        if self.past_limit(self.steps.step):
             raise StopRecording
+
+    def past_limit(self, step: int) -> bool:
+        """Whether `step` comes after the last step asked for (`tvis run --steps`)."""
+        return bool(self.step_limit) and step > self.step_limit  # type: ignore[operator]
 
     # -- modules -------------------------------------------------------------------------
 
