@@ -8,7 +8,6 @@ from tvis_tui.store import CallRecord
 from tvis_tui.store.lines import LineShape
 from tvis_tui.widgets.call_rows import CallRows
 from tvis_tui.widgets.format import shape
-from tvis_tui.widgets.inspector import optimizer_rows
 
 NEARBY_CALLS = 64
 """Sibling calls read around the current one to label source lines with shapes."""
@@ -41,7 +40,7 @@ class CallViewLoader:
         return CallLoaded(
             seq=seq,
             call=call,
-            slots=self.reader.slots(seq) + optimizer_rows(call),
+            slots=self.reader.slots(seq),
             source=self.source(site.file) if site else None,
             step=self.reader.step(call.step),
             total=self.stepper.total,

@@ -128,7 +128,7 @@ class DebuggerScreen(SteppingActions, Screen):
         site = call.call_site
         self.query_one(SourcePane).show(site.file if site else "", message.source, site.line if site else 0,
                                         message.line_shapes)
-        self.query_one(Inspector).show(message.seq, message.slots)
+        self.query_one(Inspector).show(message.seq, message.slots, message.call)
         self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, self.status)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

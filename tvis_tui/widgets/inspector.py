@@ -63,12 +63,15 @@ class Inspector(DataTable):
     def on_mount(self) -> None:
         self.add_columns(*COLUMNS)
 
-    def show(self, seq: int, slots: list[Slot]) -> None:
+    def show(self, seq: int, slots: list[Slot], call: CallRecord | None = None) -> None:
+        """The call's stored slots, then (for an optimizer step) rows read from its extra;
+        only the stored slots can open a values view."""
         self.seq, self.slots = seq, slots
         self.clear()
-        for slot in slots:
+        rows = slots + (optimizer_rows(call) if call is not None else [])
+        for slot in rows:
             self.add_row(*slot_cells(slot))
-        if not slots:
+        if not rows:
             self.add_row(Text("no inputs or outputs recorded", style="dim italic"), *[""] * (len(COLUMNS) - 1))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
