@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -117,14 +116,11 @@ class SlotMaker:
         hit = self._seen.get(key) if key is not None else None
         if hit is not None and hit[0]() is t:
             _, summary, origin = hit
-            slot = summary.slot(role, index, path)
-            if summary.values_dtype is not None:
-                slot = replace(slot, values_from=origin)
-            return slot, None
+            return summary.slot(role, index, path, origin if summary.values_dtype else None), None
         summary = summarize(t, self.max_bytes)
         if key is not None:
             # The cache keeps no values: those are on their way to the store already.
-            self._seen[key] = (weakref.ref(t), replace(summary, values=None), (seq, role, index))
+            self._seen[key] = (weakref.ref(t), summary.without_values(), (seq, role, index))
             if len(self._seen) > SEEN_TENSORS:
                 self._seen.popitem(last=False)
         return summary.slot(role, index, path), summary.values
