@@ -137,10 +137,11 @@ class CallLog:
     def close(self, call: OpenCall, ended_ns: int, outputs: Iterator[tuple[str, Any]] = iter(()),
               *, role: str = "output", error: BaseException | None = None,
               extra: dict[str, Any] | None = None) -> CallRecord:
-        # Memory is highest when a call returns (its outputs are alive); sampling only
-        # here halves the cost of sampling (mallinfo2 walks the heap's bins).
         gpu_end = self.timer.mark() if call.gpu_start is not None else None
-        self.memory.sample()
+        if call.top:
+            # The C heap (a comparison figure) is sampled as a phase's call returns, its
+            # outputs alive: a sample walks the heap's bins, up to ~25 us each.
+            self.memory.sample()
         overhead = self._thread.overhead_ns - call.overhead_at_start
         duration = max(ended_ns - call.started_ns - overhead, 0)
         outputs = self.memory.watch(outputs, call.record.phase, activation=role == "output")

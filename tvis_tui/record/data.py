@@ -17,7 +17,6 @@ from __future__ import annotations
 import builtins
 import functools
 import itertools
-import os
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -46,7 +45,6 @@ PREDICTION_LOSSES = ("cross_entropy", "nll_loss")
 class DataCapture:
     def __init__(self, recorder: "Recorder") -> None:
         self._rec = recorder
-        self._pid = os.getpid()
         self._order = itertools.count(1)
         self._tokens_in_step: dict[int, int] = {}
         self._predicted_step = 0
@@ -80,7 +78,7 @@ class DataCapture:
     # -- fetching ------------------------------------------------------------------------
 
     def _fetch(self, original: Callable[..., Any], fetcher: Any, index: Any) -> Any:
-        if os.getpid() == self._pid:
+        if self._rec.in_recording_process():
             seq = self._open_batch_seq()
             if seq is None:
                 return original(fetcher, index)
@@ -126,7 +124,7 @@ class DataCapture:
             if entry is not None:
                 capture.on_tokens(entry)
             return
-        if os.getpid() != self._pid or not self._rec._active():
+        if not self._rec._active():
             return
         step = self._rec.steps.step
         count = self._tokens_in_step.get(step, 0)

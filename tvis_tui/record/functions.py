@@ -31,7 +31,6 @@ from __future__ import annotations
 import dis
 import inspect
 import itertools
-import os
 import sys
 import threading
 import time
@@ -303,7 +302,7 @@ class _Frame:
         if not self.plan.lines or self.line == 0:
             return
         tracer = self.tracer
-        if os.getpid() != tracer.recorder._pid or torch.compiler.is_compiling():
+        if not tracer.recorder.in_recording_process() or torch.compiler.is_compiling():
             return
         # The snapshot follows every line, so the first recorded line reports only its own.
         self.snapshot, changed = rebound(frame.f_locals, self.snapshot)

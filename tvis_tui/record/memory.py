@@ -13,7 +13,8 @@ holds that tvis never sees (its dataset, a tensor made outside any module) and t
 temporaries inside one module call, and it never counts tvis's own copies.
 
 For comparison, the C heap in use (glibc `mallinfo2`: arena bytes in use plus mmapped
-blocks) is sampled each time a call returns, and its peak above the heap at the start,
+blocks) is sampled each time a top-level call (a phase: the batch, the model's forward,
+the loss, backward, the optimizer step) returns, and its peak above the heap at the start,
 less the bytes tvis held for the store, goes into StepRecord.extra["heap_peak_bytes"]. It
 counts everything the script allocated (its dataset too) and misses peaks between hooks;
 a sample walks the heap's free lists: 0.3 µs on a fresh heap, ~25 µs on a fragmented one.
@@ -124,7 +125,7 @@ class PeakMemory:
             self.live.backward_done()
 
     def sample(self) -> None:
-        """A call returned: sample the C heap (the comparison figure)."""
+        """A top-level call returned: sample the C heap (the comparison figure)."""
         if self._heap is not None:
             used = self._heap() - self._heap_base - self._tvis_bytes()
             if used > self._heap_peak:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ from tvis_tui.record.gradients import ActivationGrads
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
-from tvis_tui.record import per_sample_loss
+from tvis_tui.record import forks, per_sample_loss
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
@@ -90,7 +89,7 @@ class Recorder:
         self.updates = ParamUpdates(self)
         self.step_limit = step_limit
         self.warnings: list[str] = []
-        self._pid = os.getpid()
+        self._generation = forks.generation()
         self._reentry = _Reentry()
         self._undo: list[Callable[[], None]] = []
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
@@ -162,10 +161,14 @@ class Recorder:
 
     # -- guard ---------------------------------------------------------------------------
 
+    def in_recording_process(self) -> bool:
+        """False in a fork of the recording process (a DataLoader worker)."""
+        return forks.generation() == self._generation
+
     def _active(self) -> bool:
         # DataLoader workers are forks of this process: the LMDB env is not fork-safe.
         # Under torch.jit.trace tvis's own tensor ops would be traced (and warned about).
-        return (not self._reentry.inside and os.getpid() == self._pid
+        return (not self._reentry.inside and self.in_recording_process()
                 and not torch._C._get_tracing_state())
 
     def _guard(self, body: Callable[..., Any], *args: Any) -> Any:
