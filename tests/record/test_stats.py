@@ -35,3 +35,36 @@ def test_moments_and_range_match_torch():
 def test_zero_count_of_a_relu_output(dtype):
     t = torch.relu(torch.randn(64, 33, generator=torch.Generator().manual_seed(1)) * 2).to(dtype)
     assert summarize(t, max_bytes=0).stats.zeros == int((t == 0).sum())
+
+
+DEVICE_CASES = {
+    "normal": torch.randn(1000, generator=torch.Generator().manual_seed(2)) * 3 + 1,
+    "relu": torch.relu(torch.randn(64, 33, generator=torch.Generator().manual_seed(3))),
+    "non-finite": torch.tensor([math.nan, 0.0, math.inf, 1.0, -math.inf, -0.0]),
+    "constant": torch.full((10,), 2.0),
+    "one value": torch.tensor([5.0]),
+    "all nan": torch.tensor([math.nan, math.nan]),
+    "sampled": torch.randn(200_000, generator=torch.Generator().manual_seed(4)),
+    "float64": torch.arange(100, dtype=torch.float64) - 50,
+}
+
+
+@pytest.mark.parametrize("name", DEVICE_CASES)
+def test_the_accelerator_path_agrees_with_the_cpu_path(name, monkeypatch):
+    """On CUDA the statistics are computed on the device and read back at once; run here
+    on CPU tensors, that path must give what the CPU path gives."""
+    from tvis_tui.record.stats import _device_stats, _real_stats
+
+    t = DEVICE_CASES[name]
+    expected, expected_hist, *_ = _real_stats(t)
+    reads = []
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: pytest.fail("a read per figure"))
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: reads.append(1) or tolist(self))
+    got, hist, *_ = _device_stats(t.reshape(-1), True)
+    assert len(reads) == 1  # one wait for the device, whatever the figures
+    for field in ("numel", "nan", "posinf", "neginf", "zeros", "min", "max"):
+        assert getattr(got, field) == getattr(expected, field), field
+    for field in ("mean", "std", "norm"):
+        assert getattr(got, field) == pytest.approx(getattr(expected, field), rel=1e-6, abs=1e-9), field
+    assert hist == expected_hist

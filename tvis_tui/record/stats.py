@@ -1,9 +1,16 @@
 """Summaries of one tensor: statistics, a histogram, and (under the cap) its values.
 
-This is where recording spends most of its time, so the passes are fused: one min/max,
-one sum, one dot product (mean, std and L2 norm follow), one `count_nonzero` and one
+This is where recording spends most of its time, so it makes few passes: a min and a
+max, one sum, one dot product (mean, std and L2 norm follow), one zero count and one
 binning of at most HIST_SAMPLE values, all on a detached float view under `no_grad`.
-Non-finite values only cost extra passes when min or max says there are some. Nothing here draws random numbers or writes into the tensor.
+Non-finite values only cost extra passes when min or max says there are some. On CPU
+numpy does the passes where its per-call cost is lower than torch's.
+
+On an accelerator every read of a figure waits for all queued work, so there the figures
+are computed without branching on their values and read back together, once per tensor
+(`_device_stats`); values under the cap are copied to pinned memory ahead of that read.
+
+Nothing here draws random numbers or writes into the tensor.
 """
 
 from __future__ import annotations
@@ -75,11 +82,12 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
         return bare
     with torch.no_grad():
         x = t.detach()
+        host = _host_values(x, max_bytes)
         if x.is_complex():
             stats, hist, lo, hi = _complex_stats(x), (), None, None
         else:
             stats, hist, lo, hi = _real_stats(x, histogram)
-        values_dtype, values = _values(x, max_bytes)
+        values_dtype, values = _values(host)
     return Summary(shape, dtype, bare.device, bare.requires_grad, stats, hist, lo, hi,
                    values_dtype, values)
 
@@ -97,6 +105,8 @@ def _real_stats(x: torch.Tensor, histogram: bool = True
     if n == 0:
         return TensorStats(numel=0), (), None, None
     f = _as_float(x).reshape(-1)
+    if f.device.type != "cpu":
+        return _device_stats(f, histogram)
     lo, hi = _range(f)
     nan = posinf = neginf = 0
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -115,23 +125,68 @@ def _real_stats(x: torch.Tensor, histogram: bool = True
     return stats, _histogram(f, lo, hi) if histogram else (), lo, hi
 
 
+def _device_stats(f: torch.Tensor, histogram: bool
+                  ) -> tuple[TensorStats, tuple[int, ...], float | None, float | None]:
+    """The statistics of a 1-D float tensor on an accelerator, read back in one transfer.
+
+    Every `.item()` waits for the device to finish all queued work: reading each figure
+    on its own would stall a CUDA step once per figure and tensor. Here all of them are
+    computed on the device without a branch on their values (non-finite values masked
+    out, a two-pass variance instead of the CPU path's shortcut and its fallback), stacked
+    and read with one `.tolist()`. Works on any device, CPU included (tests compare it
+    with the CPU path there)."""
+    n = f.numel()
+    finite = torch.isfinite(f)
+    kept = torch.where(finite, f, 0.0)
+    count = finite.sum()
+    total = kept.sum()
+    centred = torch.where(finite, f - total / count.clamp(min=1), 0.0)
+    lo = torch.where(finite, f, math.inf).amin()
+    hi = torch.where(finite, f, -math.inf).amax()
+    figures = [lo, hi, total, torch.dot(kept, kept), torch.dot(centred, centred), count,
+               torch.isnan(f).sum(), (f == math.inf).sum(), (f == 0).sum()]
+    packed = torch.stack([v.to(torch.float64) for v in figures])
+    if histogram:
+        packed = torch.cat([packed, _device_histogram(f, lo, hi).to(torch.float64)])
+    read = packed.tolist()  # the one wait for the device
+    lo_, hi_, total_, squares, spread, m, nan, posinf, zeros = read[:9]
+    m, nan, posinf = int(m), int(nan), int(posinf)
+    counts = dict(numel=n, nan=nan, posinf=posinf, neginf=n - m - nan - posinf)
+    if m == 0:
+        return TensorStats(**counts), (), None, None
+    std = math.sqrt(spread / (m - 1)) if m > 1 else 0.0
+    stats = TensorStats(min=lo_, max=hi_, mean=total_ / m, std=std, norm=math.sqrt(squares),
+                        zeros=int(zeros), **counts)
+    hist = () if not histogram else (m,) if lo_ == hi_ else tuple(int(c) for c in read[9:])
+    return stats, hist, lo_, hi_
+
+
+def _device_histogram(f: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """HIST_BINS counts of an evenly strided sample of `f` over [lo, hi] (device tensors);
+    non-finite values fall in an extra bin that is dropped. Counted by comparing with
+    each bin number: `bincount` would read its input's maximum back (a wait) and has no
+    deterministic CUDA kernel for `use_deterministic_algorithms`."""
+    stride = -(-f.numel() // HIST_SAMPLE)
+    sample = f[::stride] if stride > 1 else f
+    scale = HIST_BINS / torch.where(hi > lo, hi - lo, 1.0)
+    index = ((sample - lo) * scale).nan_to_num(nan=-1.0, posinf=-1.0, neginf=-1.0)
+    index = torch.where(torch.isfinite(sample), index.clamp(0, HIST_BINS - 1), HIST_BINS).to(torch.int64)
+    bins = torch.arange(HIST_BINS, device=f.device)
+    return (index.unsqueeze(1) == bins).sum(0)
+
+
 def _range(f: torch.Tensor) -> tuple[float, float]:
-    """min and max of a 1-D float tensor (NaN when it holds one). numpy's SIMD min and
-    max passes take half the time of torch's aminmax on CPU."""
-    if f.device.type == "cpu":
-        a = f.numpy()
-        return float(a.min()), float(a.max())
-    lo, hi = torch.aminmax(f)
-    return lo.item(), hi.item()
+    """min and max of a 1-D float CPU tensor (NaN when it holds one). numpy's SIMD min
+    and max passes take half the time of torch's aminmax."""
+    a = f.numpy()
+    return float(a.min()), float(a.max())
 
 
 def _zeros(f: torch.Tensor) -> int:
-    """Exact zeros (-0.0 included) of a 1-D float tensor. On CPU numpy counts them: torch's
+    """Exact zeros (-0.0 included) of a 1-D float CPU tensor, counted by numpy: torch's
     count_nonzero is ~7x slower on data whose zeros fall at random (a ReLU output: 480 us vs
     40 us for 131k values here), and ReLU outputs and their gradients are what it meets most."""
-    if f.device.type == "cpu":
-        return int(np.count_nonzero(f.numpy() == 0))
-    return f.numel() - int(torch.count_nonzero(f))
+    return int(np.count_nonzero(f.numpy() == 0))
 
 
 NUMPY_SUM_BELOW = 8192
@@ -139,17 +194,13 @@ NUMPY_SUM_BELOW = 8192
 
 
 def _moments(f: torch.Tensor) -> tuple[float, float, float]:
-    """mean, unbiased std and L2 norm of finite values, from one sum and one dot product
-    (Welford's `std_mean` is ~25x slower on CPU). When the spread is tiny next to the mean
-    the shortcut loses digits, and `std_mean` is used after all."""
+    """mean, unbiased std and L2 norm of a CPU tensor's finite values, from one sum and
+    one dot product (Welford's `std_mean` is ~25x slower on CPU). When the spread is tiny
+    next to the mean the shortcut loses digits, and `std_mean` is used after all."""
     m = f.numel()
-    if f.device.type == "cpu":
-        a = f.numpy()
-        total = float(a.sum()) if m < NUMPY_SUM_BELOW else f.sum().item()
-        squares = float(np.dot(a, a))  # BLAS: as fast as torch.dot, less per-call cost
-    else:
-        total = f.sum().item()
-        squares = torch.dot(f, f).item() if f.dtype == torch.float32 else (f * f).sum().item()
+    a = f.numpy()
+    total = float(a.sum()) if m < NUMPY_SUM_BELOW else f.sum().item()
+    squares = float(np.dot(a, a))  # BLAS: as fast as torch.dot, less per-call cost
     mean = total / m
     if m == 1:
         return mean, 0.0, math.sqrt(squares)
@@ -168,11 +219,9 @@ def _histogram(f: torch.Tensor, lo: float, hi: float) -> tuple[int, ...]:
     stride = -(-f.numel() // HIST_SAMPLE)
     sample = f[::stride] if stride > 1 else f
     scale = HIST_BINS / (hi - lo)
-    if sample.device.type == "cpu":  # numpy: a quarter of torch's per-op cost on small tensors
-        index = ((sample.numpy() - lo) * scale).astype(np.intp)  # bincount's own type
-        np.minimum(index, HIST_BINS - 1, out=index)  # hi lands in the last bin; none is < lo
-    else:
-        index = ((sample - lo) * scale).to(torch.int32).clamp_(0, HIST_BINS - 1).cpu().numpy()
+    # numpy: a quarter of torch's per-op cost on small tensors
+    index = ((sample.numpy() - lo) * scale).astype(np.intp)  # bincount's own type
+    np.minimum(index, HIST_BINS - 1, out=index)  # hi lands in the last bin; none is < lo
     return tuple(np.bincount(index, minlength=HIST_BINS).tolist())
 
 
@@ -187,12 +236,25 @@ def _complex_stats(x: torch.Tensor) -> TensorStats:
     return TensorStats(numel=f.numel(), norm=norm, nan=nan, posinf=inf, zeros=zeros)
 
 
-def _values(x: torch.Tensor, max_bytes: int) -> tuple[str | None, bytes | None]:
-    """A copy of the values taken now, so later in-place ops cannot change the record."""
+def _host_values(x: torch.Tensor, max_bytes: int) -> tuple[str, torch.Tensor] | None:
+    """The values to keep, as a CPU tensor of a numpy dtype, when under the cap. From an
+    accelerator they are copied into pinned memory without waiting: `summarize` starts
+    the copy before the statistics, whose one read then waits for both."""
     target = _WIDENED.get(x.dtype, x.dtype)
     name = _NUMPY_DTYPES.get(target)
     itemsize = x.element_size() if target == x.dtype else 4  # widened to float32
     if name is None or x.numel() * itemsize > max_bytes:
+        return None
+    if x.is_cuda:
+        host = torch.empty(x.shape, dtype=target, pin_memory=True)
+        return name, host.copy_(x, non_blocking=True)
+    return name, x.to(device="cpu", dtype=target)
+
+
+def _values(host: tuple[str, torch.Tensor] | None) -> tuple[str | None, bytes | None]:
+    """A copy of the values (bytes), so later in-place ops cannot change the record."""
+    if host is None:
         return None, None
-    arr = x.to(device="cpu", dtype=target).contiguous().numpy()
+    name, values = host
+    arr = values.contiguous().numpy()
     return name, arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()

@@ -100,14 +100,16 @@ class ParamUpdates:
         if not copies:
             return
         names = self._recorder.names.parameter_names()  # after an LBFGS closure named them
-        pairs, ratios = [], []
+        pairs, norms = [], []
         with torch.no_grad():
             for i, p, before in copies:
-                ratios.append(_norm(before))
+                norms.append(_norm(before))
                 # after - before, in the copy's own memory so a step never holds twice the
-                # budget; p + (-b) rounds exactly as p - b, in the parameter's dtype.
+                # budget; p + (-b) rounds exactly as p - b, in the parameter's dtype (the
+                # norm above is queued before it on the same stream).
                 update = before.neg_().add_(p.detach())
                 pairs.append((names.get(id(p), f"param[{i}]"), update))
+        ratios = _read(norms)
         log = self._recorder.log
         slots, _ = log.slots.make(seq, "update", iter(pairs))
         out = []
@@ -132,15 +134,28 @@ def _lr(lr: Any) -> float | None:
     return float(lr) if isinstance(lr, (int, float)) else None
 
 
-def _norm(t: torch.Tensor) -> float | None:
-    """L2 norm of the finite values, in float32 (float64 for float64), like stats.py."""
+def _norm(t: torch.Tensor) -> torch.Tensor | None:
+    """Squared L2 norm of the finite values, in float32 (float64 for float64) like
+    stats.py, as a 0-d tensor on t's device: not read yet (see `_read`)."""
     if t.is_complex() or t.numel() == 0:
         return None
     f = t.reshape(-1)
     if f.dtype not in (torch.float32, torch.float64):
         f = f.float()
-    value = torch.dot(f, f).item()
-    if not math.isfinite(value):  # NaN/Inf in the weights: the norm of the rest
-        f = f[torch.isfinite(f)]
-        value = torch.dot(f, f).item() if f.numel() else math.nan
-    return math.sqrt(value) if math.isfinite(value) else None
+    f = torch.where(torch.isfinite(f), f, 0.0)  # NaN/Inf in the weights: the norm of the rest
+    return torch.dot(f, f)
+
+
+def _read(squares: list[torch.Tensor | None]) -> list[float | None]:
+    """The norms, read with one wait per device rather than one per parameter (on CUDA
+    every read waits for all queued work). None for an all-zero or empty parameter."""
+    out: list[float | None] = [None] * len(squares)
+    by_device: dict[torch.device, list[int]] = {}
+    for i, sq in enumerate(squares):
+        if sq is not None:
+            by_device.setdefault(sq.device, []).append(i)
+    for positions in by_device.values():
+        values = torch.stack([squares[i].to(torch.float64) for i in positions]).tolist()
+        for i, value in zip(positions, values):
+            out[i] = math.sqrt(value) if math.isfinite(value) and value > 0 else None
+    return out
