@@ -140,3 +140,38 @@ def test_nothing_is_traced_after_recording(run_inprocess, tmp_path):
 
     _record(run_inprocess, tmp_path, "helpers_after", steps=1)
     assert sys.gettrace() is None and threading.gettrace() is None
+
+
+def test_a_call_left_open_inside_a_function_is_closed_with_it(run_inprocess):
+    # A BaseException passes torch's module hooks by (they catch Exception): the module
+    # call never sees its end. The user function that catches it returns normally.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class Halt(BaseException):
+    pass
+
+class Stops(nn.Module):
+    def forward(self, x):
+        raise Halt()
+
+def guarded(module, x):
+    try:
+        return module(x)
+    except Halt:
+        return None
+
+lin, stops = nn.Linear(2, 2), Stops()
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+for _ in range(2):
+    guarded(stops, torch.ones(1, 2))
+    opt.zero_grad(); lin(torch.ones(1, 2)).sum().backward(); opt.step()
+""", steps=2)
+    assert code == 0
+    calls = [c for c in run.calls(1, run.call_count()) if c.step == 1]
+    tree = [(c.depth, c.kind, c.name) for c in calls]
+    assert tree[:3] == [(0, "function", "guarded"), (1, "module", "Stops"), (0, "module", "Linear")]
+    stops = calls[1]
+    assert stops.duration_ns is not None and stops.extra.get("unfinished") is True
+    assert calls[2].parent == 0  # the tree goes on at the top, not inside Stops

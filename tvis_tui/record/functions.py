@@ -319,9 +319,11 @@ class _Frame:
         if call not in stack:
             return  # already closed (an abandoned run)
         error = self.error
+        while stack[-1] is not call:
+            # Opened inside it and never closed (a BaseException passes torch's module
+            # hooks by): closed now, innermost first, so the tree goes on soundly.
+            log.close(stack[-1], ended, error=error, extra={"unfinished": True})
         log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
-        if call in stack:  # calls opened inside it and never closed: keep the tree sound
-            del stack[stack.index(call):]
 
 
 def _empty(a: Any = None, b: Any = None, c: Any = None, d: Any = None) -> None:
