@@ -138,3 +138,26 @@ for _ in range(2):
     assert step.extra["peak_phase_bytes"]["backward"] >= expected
     reference = _op_by_op_peaks(tmp_path, source)
     assert _near(step.peak_bytes, reference[1], 0.01), (step.peak_bytes, reference)
+
+
+def test_tensors_past_the_slot_cap_still_count(run_inprocess):
+    from tvis_tui.record.slots import MAX_SLOTS
+
+    pieces, size = MAX_SLOTS + 36, 64 * 1024  # 100 outputs of 256 KiB, 64 of them recorded
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+
+class Split(nn.Module):
+    def forward(self, x):
+        return [x * i for i in range({pieces})]
+
+lin, split = nn.Linear(2, 2), Split()
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+for _ in range(2):
+    parts = split(torch.ones({size}))
+    del parts
+    opt.zero_grad(); lin(torch.ones(1, 2)).sum().backward(); opt.step()
+""", steps=2)
+    assert code == 0
+    assert run.steps()[0].peak_bytes >= pieces * size * F32

@@ -8,6 +8,7 @@ Anything else becomes a short repr. Reading attributes never calls user properti
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Iterator
@@ -22,6 +23,9 @@ MAX_DEPTH = 4
 
 MAX_SLOTS = 64
 """Per role and call: a module returning a list of 10,000 tensors is summarized, not stored."""
+
+SEEN_PAST_CAP = 4096
+"""Values past MAX_SLOTS still drawn from the stream (and so counted as live memory)."""
 
 REPR_CHARS = 80
 
@@ -97,6 +101,9 @@ class SlotMaker:
         for index, (path, value) in enumerate(pairs, start):
             if index >= start + MAX_SLOTS:
                 out.append((Slot(role, index, path, repr=f"… more not recorded (cap {MAX_SLOTS})"), None))
+                # The rest still passes through: the live-memory count watches this stream.
+                for _ in itertools.islice(pairs, SEEN_PAST_CAP):
+                    pass
                 break
             if isinstance(value, torch.Tensor):
                 try:
