@@ -162,3 +162,18 @@ def test_calls_matching_by_name_or_type_any_case(tmp_path):
     assert list(r.calls_matching("fc", 1, 4, reverse=True)) == [4, 2]
     assert list(r.calls_matching("linear", 2, 3)) == [2, 3]  # the type matches too
     assert list(r.calls_matching("fc", 3, 3)) == []
+
+
+def test_a_closed_call_keeps_every_field_it_opened_with():
+    import dataclasses
+
+    from tvis_tui.store.records import CallRecord, Site
+
+    opened = CallRecord(seq=7, parent=3, depth=2, step=4, phase="forward", kind="module",
+                        name="enc.0", type="Linear", call_site=Site("/t.py", 3),
+                        def_site=Site("/m.py", 9), start_ns=11, extra={"k": 1})
+    closed = opened.closed(99, True, "ValueError: x", {"k": 1, "more": 2})
+    assert closed == dataclasses.replace(opened, duration_ns=99, nonfinite_output=True,
+                                         error="ValueError: x", extra={"k": 1, "more": 2})
+    # every field is set by name or carried over: a new field must be added to closed() too
+    assert len(dataclasses.fields(CallRecord)) == 15

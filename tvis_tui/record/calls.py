@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from tvis_tui.record.memory import PeakMemory
@@ -149,9 +149,8 @@ class CallLog:
         if call.record.kind == "backward":
             self.memory.backward_done()
         self.writer.put_slots(call.record.seq, slots)
-        record = replace(call.record, duration_ns=duration, nonfinite_output=nonfinite,
-                         error=_describe(error) if error is not None else None,
-                         extra={**call.record.extra, **(extra or {})})
+        record = call.record.closed(duration, nonfinite, _describe(error) if error is not None else None,
+                                    {**call.record.extra, **extra} if extra else call.record.extra)
         if gpu_end is not None:
             self.writer.call(put_timed_call, record, call.gpu_start, gpu_end)
         else:

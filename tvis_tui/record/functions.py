@@ -89,7 +89,7 @@ class FunctionTracer:
         self._plans: dict[CodeType, _Plan | None] = {}
         self._live = False
         self._previous: tuple[Any, Any] = (None, None)
-        self._trace = self._on_call  # one bound method, so `sys.gettrace() is` it can be asked
+        self.trace = self._on_call  # one bound method, so `sys.gettrace() is` it can be asked
         # The per-thread overhead counter of the call log (calls.py), and what one trace
         # callback for library code costs (measured at install).
         self._clock = self.log._thread
@@ -103,8 +103,8 @@ class FunctionTracer:
         _hide_from_dynamo(FunctionTracer._on_call, _Frame.event)
         self._callback_ns = self._callback_cost()
         self._live = True
-        threading.settrace(self._trace)
-        sys.settrace(self._trace)
+        threading.settrace(self.trace)
+        sys.settrace(self.trace)
         return self.uninstall
 
     def uninstall(self) -> None:
@@ -125,7 +125,7 @@ class FunctionTracer:
         for _ in range(rounds):
             _empty(1, 2, 3, 4)
         plain = time.perf_counter_ns() - started
-        sys.settrace(self._trace)
+        sys.settrace(self.trace)
         try:
             started = time.perf_counter_ns()
             for _ in range(rounds):
@@ -138,7 +138,7 @@ class FunctionTracer:
     def pause(self) -> Any:
         """Stop tracing this thread during tvis's own work; pass the result to `resume`.
         (A trace callback per Python call in a hook cost more than the hook itself.)"""
-        trace = self._trace
+        trace = self.trace
         if sys.gettrace() is not trace:
             return None
         sys.settrace(None)

@@ -36,6 +36,7 @@ None (the gradient is never changed) and is guarded like every tvis hook.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -107,6 +108,16 @@ class _GradHook:
             return None  # torch.autograd.grad (a gradient penalty) is not the loss's backward
         self.fired = True
         recorder = owner._recorder()
-        if recorder is not None and not torch.compiler.is_compiling() and recorder._active():
-            recorder._guard(owner.record, self.seq, self.index, self.path, grad)
+        if recorder is None or torch.compiler.is_compiling():
+            return None
+        tracing = sys.gettrace()  # paused inline, as recorder._untraced does for its hooks
+        paused = tracing is not None and tracing is recorder.functions.trace
+        if paused:
+            sys.settrace(None)
+        try:
+            if recorder._active():
+                recorder._guard(owner.record, self.seq, self.index, self.path, grad)
+        finally:
+            if paused:
+                recorder.functions.resume(tracing)
         return None  # never replace the gradient

@@ -54,7 +54,7 @@ class LiveTensors:
         if not isinstance(tensor, torch.Tensor) or id(tensor) in self._refs:
             return
         try:
-            if tensor.device.type != "cpu" or tensor.is_sparse:
+            if not tensor.is_cpu or tensor.is_sparse:
                 return
             storage = tensor.untyped_storage()
             key, size = storage.data_ptr(), storage.nbytes()

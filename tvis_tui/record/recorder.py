@@ -66,6 +66,25 @@ def _module_phase(module: torch.nn.Module, parent: CallRecord | None) -> str:
     return "loss" if isinstance(module, _Loss) else inherited_phase(parent)
 
 
+def _untraced(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a hook with the function tracer paused from its first line: otherwise each
+    Python call in it (the activity checks, the guard) costs a trace callback, ~10 a hook.
+    The pause is inline (C calls only): a helper function would cost a callback itself."""
+    @functools.wraps(hook)
+    def untraced(self: "Recorder", *args: Any) -> Any:
+        if torch.compiler.is_compiling():  # dynamo traces hooks: no sys.* calls for it
+            return None
+        tracing = sys.gettrace()
+        if tracing is None or tracing is not self.functions.trace:
+            return hook(self, *args)
+        sys.settrace(None)
+        try:
+            return hook(self, *args)
+        finally:
+            self.functions.resume(tracing)
+    return untraced
+
+
 class _Reentry(threading.local):
     inside = False
 
@@ -211,8 +230,9 @@ class Recorder:
 
     # -- modules -------------------------------------------------------------------------
 
+    @_untraced
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if torch.compiler.is_compiling() or not self._active():
+        if not self._active():
             return
         self._stop_if_done()
         self._guard(self._open_module, module, args, sys._getframe(1))
@@ -236,8 +256,9 @@ class Recorder:
                       call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                       inputs=leaves(args, "args"), root=root)
 
+    @_untraced
     def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
-        if torch.compiler.is_compiling() or not self._active():
+        if not self._active():
             return
         ended = time.perf_counter_ns()
         # Registered with kwargs, the hook gets (kwargs, result); torch's always_call path,
@@ -278,6 +299,7 @@ class Recorder:
         if self._active():
             self.steps.optimizers.add(opt)
 
+    @_untraced
     def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return
@@ -298,6 +320,7 @@ class Recorder:
         self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(optimizer_params(opt)))
         self.updates.before_step(opt, closure is not None)
 
+    @_untraced
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return
