@@ -24,6 +24,20 @@ and branch predictors the hooks and tensor summaries evict, and the writer threa
 competing for the GIL and the cores. A model of 200 tiny Linear layers shows it per call:
 plain 6.5 us, recorded 12-14 us (median).
 
+The overhead ratios move by 5-10% between runs on this shared VM; tvis's own time per step
+(hooks, trace callbacks and collections, measured by tvis itself, printed for each config)
+moves much less and is the figure to compare changes by.
+
+Tried and measured (Dec 2026), so not done: summarising on the writer thread from a copy
+taken in the hook (summary mode 3.80x -> 4.95x: every torch op of either thread hands the
+GIL over, and the training thread waits for each hand-over); summarising in a helper
+process from a shared-memory ring (no better than in the hook: the copy to cold memory and
+a pipe write per tensor cost what the summary did); one fused numba loop (min/max and the
+zero count keep LLVM from vectorising it: 132 us per 131k values against numpy's 35 us in
+four passes; only sum and sum of squares fuse, worth ~2 ms a CNN step for a 40 MB
+dependency). The floor here is Python: with summaries replaced by nothing, the bundled
+CNN still costs ~60 us of hook work per module call and 2.2x overall.
+
 `--breakdown` adds one instrumented run of the CNN: where tvis's own time goes.
 `--sync-writer` writes the store from the hooks instead of the writer thread (a diagnostic:
 on a busy 2-core machine the writer thread's Python work competes with training for the
@@ -157,6 +171,8 @@ class Recorded:
     intervals: list[float]
     timings: Timings  # what tvis recorded, steps after the first
     bytes_per_step: float
+    tvis_seconds: list[float]  # tvis's own time per step (hooks, trace callbacks, GCs)
+    calls: list[int]  # calls recorded per step
 
 
 def run_recorded(script: Path, steps: int, out: str, capture: CaptureOptions) -> Recorded:
@@ -169,7 +185,9 @@ def run_recorded(script: Path, steps: int, out: str, capture: CaptureOptions) ->
     t = Timings([s.extra["wall_ns"] / 1e9 for s in rec[1:]],
                 [s.phase_ns.get("forward", 0) / 1e9 for s in rec[1:]],
                 [s.phase_ns.get("backward", 0) / 1e9 for s in rec[1:]])
-    return Recorded(intervals, t, stored / max(len(rec), 1))
+    return Recorded(intervals, t, stored / max(len(rec), 1),
+                    [s.extra["tvis_overhead_ns"] / 1e9 for s in rec[1:]],
+                    [s.last_seq - s.first_seq + 1 for s in rec[1:]])
 
 
 def median_ms(values: list[float]) -> float:
@@ -199,8 +217,12 @@ def bench_example(name: str, script: Path, steps: int, rounds: int, out: str) ->
         under = median_ms([x for r in runs for x in r.intervals[1:]])
         ratio = under / base
         mib = statistics.median(r.bytes_per_step for r in runs) / 2**20
+        own = median_ms([x for r in runs for x in r.tvis_seconds])
+        calls = statistics.median(c for r in runs for c in r.calls)
         lines.append(f"  {label:18s} overhead {ratio:5.2f}x (target <= {target}x: {verdict(ratio <= target)})"
                      f"   step {under:.2f} ms   stored {mib:.2f} MiB/step")
+        lines.append(f"  {'':18s} tvis's own time {own:.2f} ms/step = {own / base:.2f} plain steps, "
+                     f"{own / calls * 1e3:.0f} us per call ({calls:.0f} calls/step)")
         truth = []
         for part in ("step", "forward", "backward"):
             mine = median_ms([x for r in runs for x in getattr(r.timings, part)])
