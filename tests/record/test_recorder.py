@@ -243,6 +243,23 @@ for x, y in DataLoader(data, batch_size=8, num_workers=2):
     assert [s.shape for s in run.slots(1, "output")] == [(8, 4), (8, 1)]
 
 
+def test_a_compiled_training_step_still_records_its_optimizer_steps(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+@torch.compile(backend="eager")
+def train_step(x):
+    opt.zero_grad()
+    net(x).sum().backward()
+    opt.step()
+for _ in range(2):
+    train_step(torch.ones(2, 4))
+""")
+    assert code == 0
+    assert run.meta()["steps_recorded"] == 2
+    assert [(s.step, s.rule) for s in run.steps()] == [(1, "optimizer"), (2, "optimizer")]
+
+
 def test_phases_follow_the_caller(run_inprocess):
     code, run = run_inprocess(HEADER + """
 from torch.utils.data import DataLoader, Dataset

@@ -4,6 +4,7 @@ the parameters without a gradient and each param group's learning rate."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -209,3 +210,14 @@ def test_updates_past_the_slot_cap_are_not_copied(run_inprocess, tmp_path, monke
     slots = run.slots(_steps(run)[0].seq, "update")
     assert [s.path for s in slots[:2]] == NAMES[:2] and slots[2].repr == "… more not recorded (cap 2)"
     assert len(slots) == 3 and not run.meta()["warnings"]
+
+
+def test_weight_norms_count_finite_values_and_read_once(monkeypatch):
+    reads = []
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: reads.append(1) or tolist(self))
+    got = updates._norms([torch.tensor([3.0, 4.0]), torch.tensor([math.nan, 3.0, math.inf, 4.0]),
+                  torch.tensor([3.0, 4.0], dtype=torch.float16), torch.zeros(3), torch.zeros(0),
+                  torch.tensor([3e38, 4e38], dtype=torch.float64)])
+    assert got == [5.0, 5.0, 5.0, None, None, pytest.approx(5e38)]
+    assert len(reads) == 1  # one wait for all parameters of a device

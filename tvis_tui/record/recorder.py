@@ -69,11 +69,12 @@ def _module_phase(module: torch.nn.Module, parent: CallRecord | None) -> str:
 def _untraced(hook: Callable[..., Any]) -> Callable[..., Any]:
     """Run a hook with the function tracer paused from its first line: otherwise each
     Python call in it (the activity checks, the guard) costs a trace callback, ~10 a hook.
-    The pause is inline (C calls only): a helper function would cost a callback itself."""
+    The pause is inline (C calls only): a helper function would cost a callback itself.
+    While dynamo traces the hook, it runs as it is: dynamo cannot trace sys.settrace."""
     @functools.wraps(hook)
     def untraced(self: "Recorder", *args: Any) -> Any:
-        if torch.compiler.is_compiling():  # dynamo traces hooks: no sys.* calls for it
-            return None
+        if torch.compiler.is_compiling():
+            return hook(self, *args)
         tracing = sys.gettrace()
         if tracing is None or tracing is not self.functions.trace:
             return hook(self, *args)
@@ -232,7 +233,8 @@ class Recorder:
 
     @_untraced
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        if not self._active():
+        # Inside a compiled graph the calls run fused: record the compiled module alone.
+        if torch.compiler.is_compiling() or not self._active():
             return
         self._stop_if_done()
         self._guard(self._open_module, module, args, sys._getframe(1))
@@ -258,7 +260,7 @@ class Recorder:
 
     @_untraced
     def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
-        if not self._active():
+        if torch.compiler.is_compiling() or not self._active():
             return
         ended = time.perf_counter_ns()
         # Registered with kwargs, the hook gets (kwargs, result); torch's always_call path,

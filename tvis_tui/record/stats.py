@@ -6,9 +6,10 @@ binning of at most HIST_SAMPLE values, all on a detached float view under `no_gr
 Non-finite values only cost extra passes when min or max says there are some. On CPU
 numpy does the passes where its per-call cost is lower than torch's.
 
-On an accelerator every read of a figure waits for all queued work, so there the figures
-are computed without branching on their values and read back together, once per tensor
+On CUDA every read of a figure waits for all queued work, so there the figures are
+computed without branching on their values and read back together, once per tensor
 (`_device_stats`); values under the cap are copied to pinned memory ahead of that read.
+Tensors on other accelerators are copied to the host and summarized there.
 
 Nothing here draws random numbers or writes into the tensor.
 """
@@ -80,7 +81,9 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
                    None, None)
     if t.is_meta or t.layout != torch.strided or t.is_quantized:
         return bare
-    with torch.no_grad():
+    # A range or a sum past the dtype's maximum is summarized as inf: no numpy warning in
+    # the user's output for it.
+    with torch.no_grad(), np.errstate(over="ignore", invalid="ignore"):
         x = t.detach()
         host = _host_values(x, max_bytes)
         if x.is_complex():
@@ -104,8 +107,10 @@ def _real_stats(x: torch.Tensor, histogram: bool = True
     n = x.numel()
     if n == 0:
         return TensorStats(numel=0), (), None, None
+    if not x.is_cuda:  # other accelerators (MPS has no float64 to pack figures in): the host
+        x = x.cpu()
     f = _as_float(x).reshape(-1)
-    if f.device.type != "cpu":
+    if f.is_cuda:
         return _device_stats(f, histogram)
     lo, hi = _range(f)
     nan = posinf = neginf = 0
@@ -127,50 +132,42 @@ def _real_stats(x: torch.Tensor, histogram: bool = True
 
 def _device_stats(f: torch.Tensor, histogram: bool
                   ) -> tuple[TensorStats, tuple[int, ...], float | None, float | None]:
-    """The statistics of a 1-D float tensor on an accelerator, read back in one transfer.
+    """The statistics of a 1-D float CUDA tensor, read back in one transfer.
 
     Every `.item()` waits for the device to finish all queued work: reading each figure
-    on its own would stall a CUDA step once per figure and tensor. Here all of them are
-    computed on the device without a branch on their values (non-finite values masked
-    out, a two-pass variance instead of the CPU path's shortcut and its fallback), stacked
-    and read with one `.tolist()`. Works on any device, CPU included (tests compare it
-    with the CPU path there)."""
+    on its own would stall a step once per figure and tensor. Here all of them come from
+    reductions that allocate nothing the size of the tensor (device memory is what the
+    training needs), are stacked and read with one `.tolist()`. When that read shows
+    non-finite values (a diverged run), the tensor is copied to the host and summarized
+    there like a CPU tensor. Runs on a CPU tensor too: tests compare it with the CPU path."""
     n = f.numel()
-    finite = torch.isfinite(f)
-    kept = torch.where(finite, f, 0.0)
-    count = finite.sum()
-    total = kept.sum()
-    centred = torch.where(finite, f - total / count.clamp(min=1), 0.0)
-    lo = torch.where(finite, f, math.inf).amin()
-    hi = torch.where(finite, f, -math.inf).amax()
-    figures = [lo, hi, total, torch.dot(kept, kept), torch.dot(centred, centred), count,
-               torch.isnan(f).sum(), (f == math.inf).sum(), (f == 0).sum()]
+    lo, hi = torch.aminmax(f)
+    std, mean = torch.std_mean(f, correction=1 if n > 1 else 0)  # one pass, Welford
+    figures = [lo, hi, mean, std, torch.dot(f, f), n - torch.count_nonzero(f)]
     packed = torch.stack([v.to(torch.float64) for v in figures])
     if histogram:
         packed = torch.cat([packed, _device_histogram(f, lo, hi).to(torch.float64)])
     read = packed.tolist()  # the one wait for the device
-    lo_, hi_, total_, squares, spread, m, nan, posinf, zeros = read[:9]
-    m, nan, posinf = int(m), int(nan), int(posinf)
-    counts = dict(numel=n, nan=nan, posinf=posinf, neginf=n - m - nan - posinf)
-    if m == 0:
-        return TensorStats(**counts), (), None, None
-    std = math.sqrt(spread / (m - 1)) if m > 1 else 0.0
-    stats = TensorStats(min=lo_, max=hi_, mean=total_ / m, std=std, norm=math.sqrt(squares),
-                        zeros=int(zeros), **counts)
-    hist = () if not histogram else (m,) if lo_ == hi_ else tuple(int(c) for c in read[9:])
+    lo_, hi_, mean_, std_, squares, zeros = read[:6]
+    if not (math.isfinite(lo_) and math.isfinite(hi_)):
+        return _real_stats(f.cpu(), histogram)
+    stats = TensorStats(numel=n, min=lo_, max=hi_, mean=mean_, std=std_, norm=math.sqrt(squares),
+                        zeros=int(zeros))
+    hist = () if not histogram else (n,) if lo_ == hi_ else tuple(int(c) for c in read[6:])
     return stats, hist, lo_, hi_
 
 
 def _device_histogram(f: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-    """HIST_BINS counts of an evenly strided sample of `f` over [lo, hi] (device tensors);
-    non-finite values fall in an extra bin that is dropped. Counted by comparing with
-    each bin number: `bincount` would read its input's maximum back (a wait) and has no
-    deterministic CUDA kernel for `use_deterministic_algorithms`."""
+    """HIST_BINS counts of an evenly strided sample of `f` over [lo, hi] (device tensors;
+    meaningless, and discarded, when those are not finite). Binned in float64 so that a
+    range past float32's maximum still bins. Counted by comparing with each bin number:
+    `bincount` would read its input's maximum back (a wait) and has no deterministic CUDA
+    kernel for `use_deterministic_algorithms`."""
     stride = -(-f.numel() // HIST_SAMPLE)
-    sample = f[::stride] if stride > 1 else f
+    sample = (f[::stride] if stride > 1 else f).double()
+    lo, hi = lo.double(), hi.double()
     scale = HIST_BINS / torch.where(hi > lo, hi - lo, 1.0)
-    index = ((sample - lo) * scale).nan_to_num(nan=-1.0, posinf=-1.0, neginf=-1.0)
-    index = torch.where(torch.isfinite(sample), index.clamp(0, HIST_BINS - 1), HIST_BINS).to(torch.int64)
+    index = ((sample - lo) * scale).clamp(0, HIST_BINS - 1).to(torch.int64)
     bins = torch.arange(HIST_BINS, device=f.device)
     return (index.unsqueeze(1) == bins).sum(0)
 
@@ -219,9 +216,12 @@ def _histogram(f: torch.Tensor, lo: float, hi: float) -> tuple[int, ...]:
     stride = -(-f.numel() // HIST_SAMPLE)
     sample = f[::stride] if stride > 1 else f
     scale = HIST_BINS / (hi - lo)
-    # numpy: a quarter of torch's per-op cost on small tensors
-    index = ((sample.numpy() - lo) * scale).astype(np.intp)  # bincount's own type
-    np.minimum(index, HIST_BINS - 1, out=index)  # hi lands in the last bin; none is < lo
+    # numpy: a quarter of torch's per-op cost on small tensors. float64, so that a float32
+    # range past float32's maximum (hi - lo overflowing) still bins.
+    position = np.subtract(sample.numpy(), lo, dtype=np.float64)
+    position *= scale
+    np.clip(position, 0, HIST_BINS - 1, out=position)  # hi lands in the last bin
+    index = position.astype(np.intp)  # bincount's own type
     return tuple(np.bincount(index, minlength=HIST_BINS).tolist())
 
 

@@ -100,20 +100,18 @@ class ParamUpdates:
         if not copies:
             return
         names = self._recorder.names.parameter_names()  # after an LBFGS closure named them
-        pairs, norms = [], []
+        pairs = []
         with torch.no_grad():
+            before_norms = _norms([before for _, _, before in copies])
             for i, p, before in copies:
-                norms.append(_norm(before))
                 # after - before, in the copy's own memory so a step never holds twice the
-                # budget; p + (-b) rounds exactly as p - b, in the parameter's dtype (the
-                # norm above is queued before it on the same stream).
+                # budget; p + (-b) rounds exactly as p - b, in the parameter's dtype.
                 update = before.neg_().add_(p.detach())
                 pairs.append((names.get(id(p), f"param[{i}]"), update))
-        ratios = _read(norms)
         log = self._recorder.log
         slots, _ = log.slots.make(seq, "update", iter(pairs))
         out = []
-        for (slot, values), before_norm in zip(slots, ratios):
+        for (slot, values), before_norm in zip(slots, before_norms):
             norm = slot.stats.norm if slot.stats else None
             if norm is not None and before_norm:
                 slot = replace(slot, ratio=norm / before_norm)
@@ -134,21 +132,11 @@ def _lr(lr: Any) -> float | None:
     return float(lr) if isinstance(lr, (int, float)) else None
 
 
-def _norm(t: torch.Tensor) -> torch.Tensor | None:
-    """Squared L2 norm of the finite values, in float32 (float64 for float64) like
-    stats.py, as a 0-d tensor on t's device: not read yet (see `_read`)."""
-    if t.is_complex() or t.numel() == 0:
-        return None
-    f = t.reshape(-1)
-    if f.dtype not in (torch.float32, torch.float64):
-        f = f.float()
-    f = torch.where(torch.isfinite(f), f, 0.0)  # NaN/Inf in the weights: the norm of the rest
-    return torch.dot(f, f)
-
-
-def _read(squares: list[torch.Tensor | None]) -> list[float | None]:
-    """The norms, read with one wait per device rather than one per parameter (on CUDA
-    every read waits for all queued work). None for an all-zero or empty parameter."""
+def _norms(tensors: list[torch.Tensor]) -> list[float | None]:
+    """L2 norms of the finite values, in float32 (float64 for float64) like stats.py.
+    Read with one wait per device rather than one per parameter (on CUDA every read waits
+    for all queued work). None for an empty, complex or all-zero tensor."""
+    squares = [_square(t) for t in tensors]
     out: list[float | None] = [None] * len(squares)
     by_device: dict[torch.device, list[int]] = {}
     for i, sq in enumerate(squares):
@@ -157,5 +145,27 @@ def _read(squares: list[torch.Tensor | None]) -> list[float | None]:
     for positions in by_device.values():
         values = torch.stack([squares[i].to(torch.float64) for i in positions]).tolist()
         for i, value in zip(positions, values):
+            if not math.isfinite(value):  # NaN/Inf in the weights (or past float32's max)
+                value = _finite_square(tensors[i])
             out[i] = math.sqrt(value) if math.isfinite(value) and value > 0 else None
     return out
+
+
+def _square(t: torch.Tensor) -> torch.Tensor | None:
+    """The squared L2 norm as a 0-d tensor on t's device, not read yet: a reduction, no
+    copy of t on the device."""
+    if t.is_complex() or t.numel() == 0:
+        return None
+    f = t.reshape(-1)
+    if f.dtype not in (torch.float32, torch.float64):
+        f = f.float()
+    return torch.dot(f, f)
+
+
+def _finite_square(t: torch.Tensor) -> float:
+    """The squared norm of t's finite values, computed on the host (rare: a diverged run)."""
+    f = t.detach().reshape(-1).cpu()
+    if f.dtype not in (torch.float32, torch.float64):
+        f = f.float()
+    f = f[torch.isfinite(f)]
+    return torch.dot(f, f).item() if f.numel() else math.nan
