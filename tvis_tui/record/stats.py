@@ -112,22 +112,30 @@ def _real_stats(x: torch.Tensor, histogram: bool = True
     f = _as_float(x).reshape(-1)
     if f.is_cuda:
         return _device_stats(f, histogram)
-    lo, hi = _range(f)
+    return _host_stats(f.numpy(), histogram)
+
+
+def _host_stats(a: np.ndarray, histogram: bool
+                ) -> tuple[TensorStats, tuple[int, ...], float | None, float | None]:
+    """The statistics of a 1-D float array in host memory. numpy does the passes: less
+    per-call cost than torch's, and its SIMD min and max take half the time of aminmax."""
+    n = a.size
+    lo, hi = float(a.min()), float(a.max())  # NaN when the array holds one
     nan = posinf = neginf = 0
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        nan = int(torch.isnan(f).sum())
-        posinf = int((f == math.inf).sum())
-        neginf = int((f == -math.inf).sum())
-        f = f[torch.isfinite(f)]
-        if f.numel() == 0:
+        nan = int(np.count_nonzero(np.isnan(a)))
+        posinf = int(np.count_nonzero(a == math.inf))
+        neginf = int(np.count_nonzero(a == -math.inf))
+        a = a[np.isfinite(a)]
+        if a.size == 0:
             return TensorStats(numel=n, nan=nan, posinf=posinf, neginf=neginf), (), None, None
-        lo, hi = (v.item() for v in torch.aminmax(f))
-    mean, std, norm = _moments(f)
+        lo, hi = float(a.min()), float(a.max())
+    mean, std, norm = _moments(a)
     # A range that excludes 0 holds no zeros: spare the counting pass (a quarter of a summary).
-    zeros = _zeros(f) if lo <= 0.0 <= hi else 0
+    zeros = _zeros(a) if lo <= 0.0 <= hi else 0
     stats = TensorStats(numel=n, min=lo, max=hi, mean=mean, std=std, norm=norm, nan=nan,
                         posinf=posinf, neginf=neginf, zeros=zeros)
-    return stats, _histogram(f, lo, hi) if histogram else (), lo, hi
+    return stats, _histogram(a, lo, hi) if histogram else (), lo, hi
 
 
 def _device_stats(f: torch.Tensor, histogram: bool
@@ -172,57 +180,49 @@ def _device_histogram(f: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> to
     return (index.unsqueeze(1) == bins).sum(0)
 
 
-def _range(f: torch.Tensor) -> tuple[float, float]:
-    """min and max of a 1-D float CPU tensor (NaN when it holds one). numpy's SIMD min
-    and max passes take half the time of torch's aminmax."""
-    a = f.numpy()
-    return float(a.min()), float(a.max())
-
-
-def _zeros(f: torch.Tensor) -> int:
-    """Exact zeros (-0.0 included) of a 1-D float CPU tensor, counted by numpy: torch's
-    count_nonzero is ~7x slower on data whose zeros fall at random (a ReLU output: 480 us vs
-    40 us for 131k values here), and ReLU outputs and their gradients are what it meets most."""
-    return int(np.count_nonzero(f.numpy() == 0))
+def _zeros(a: np.ndarray) -> int:
+    """Exact zeros (-0.0 included), counted by numpy: torch's count_nonzero is ~7x slower
+    on data whose zeros fall at random (a ReLU output: 480 us vs 40 us for 131k values
+    here), and ReLU outputs and their gradients are what it meets most."""
+    return int(np.count_nonzero(a == 0))
 
 
 NUMPY_SUM_BELOW = 8192
-"""On CPU numpy sums fewer values faster than torch (less per-call cost), more slower."""
+"""numpy sums fewer values faster than torch (less per-call cost), more slower."""
 
 
-def _moments(f: torch.Tensor) -> tuple[float, float, float]:
-    """mean, unbiased std and L2 norm of a CPU tensor's finite values, from one sum and
-    one dot product (Welford's `std_mean` is ~25x slower on CPU). When the spread is tiny
-    next to the mean the shortcut loses digits, and `std_mean` is used after all."""
-    m = f.numel()
-    a = f.numpy()
-    total = float(a.sum()) if m < NUMPY_SUM_BELOW else f.sum().item()
+def _moments(a: np.ndarray) -> tuple[float, float, float]:
+    """mean, unbiased std and L2 norm of finite values, from one sum and one dot product
+    (Welford's `std_mean` is ~25x slower on CPU). When the spread is tiny next to the mean
+    the shortcut loses digits, and `std_mean` is used after all."""
+    m = a.size
+    total = float(a.sum()) if m < NUMPY_SUM_BELOW else torch.from_numpy(a).sum().item()
     squares = float(np.dot(a, a))  # BLAS: as fast as torch.dot, less per-call cost
     mean = total / m
     if m == 1:
         return mean, 0.0, math.sqrt(squares)
     var = max(squares - m * mean * mean, 0.0) / (m - 1)
     if var < 1e-4 * mean * mean or not math.isfinite(var):
-        std_t, mean_t = torch.std_mean(f)
+        std_t, mean_t = torch.std_mean(torch.from_numpy(a))
         return mean_t.item(), std_t.item(), math.sqrt(squares)
     return mean, math.sqrt(var), math.sqrt(squares)
 
 
-def _histogram(f: torch.Tensor, lo: float, hi: float) -> tuple[int, ...]:
-    """Counts in HIST_BINS equal bins over [lo, hi]. Over HIST_SAMPLE values, an evenly
-    strided sample is counted (no RNG): the counts then add up to the sample size."""
+def _histogram(a: np.ndarray, lo: float, hi: float) -> tuple[int, ...]:
+    """Counts in HIST_BINS equal bins over [lo, hi] of finite values. Over HIST_SAMPLE
+    values, an evenly strided sample is counted (no RNG): the counts then add up to the
+    sample size."""
     if lo == hi:
-        return (f.numel(),)
-    stride = -(-f.numel() // HIST_SAMPLE)
-    sample = f[::stride] if stride > 1 else f
-    scale = HIST_BINS / (hi - lo)
-    # numpy: a quarter of torch's per-op cost on small tensors. float64, so that a float32
-    # range past float32's maximum (hi - lo overflowing) still bins.
-    position = np.subtract(sample.numpy(), lo, dtype=np.float64)
-    position *= scale
-    np.clip(position, 0, HIST_BINS - 1, out=position)  # hi lands in the last bin
-    index = position.astype(np.intp)  # bincount's own type
-    return tuple(np.bincount(index, minlength=HIST_BINS).tolist())
+        return (a.size,)
+    stride = -(-a.size // HIST_SAMPLE)
+    sample = a[::stride] if stride > 1 else a
+    # float64, so that a float32 range past float32's maximum (hi - lo overflowing) still
+    # bins; positions are >= 0 as every value is >= lo, and hi (or an overflow to inf)
+    # lands in the last bin.
+    position = np.subtract(sample, lo, dtype=np.float64)
+    position *= HIST_BINS / (hi - lo)
+    np.minimum(position, HIST_BINS - 1, out=position)
+    return tuple(np.bincount(position.astype(np.intp), minlength=HIST_BINS).tolist())
 
 
 def _complex_stats(x: torch.Tensor) -> TensorStats:
