@@ -92,28 +92,38 @@ def _from_array(arr: np.ndarray, bounds: tuple[float, float] | None = None) -> I
 
 def _scaled(hwc: np.ndarray, layout: str, bounds: tuple[float, float] | None = None) -> ImageView:
     if hwc.dtype == np.uint8:
-        return _fit(np.ascontiguousarray(hwc), layout, 0.0, 255.0)
-    f = np.asarray(hwc, dtype=np.float64)
+        return _fit(hwc, layout, 0.0, 255.0)
     if bounds is not None:
         lo, hi = float(bounds[0]), float(bounds[1])
     else:
-        finite = f[np.isfinite(f)]
+        finite = hwc[np.isfinite(hwc)]
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if lo >= 0.0 and hi <= 1.0:
         lo, hi = 0.0, 1.0
     elif lo >= 0.0 and hi <= 255.0 and hwc.dtype.kind in "iu":
         lo, hi = 0.0, 255.0
     span = hi - lo if hi > lo else 1.0
-    pixels = np.nan_to_num((f - lo) * (255.0 / span), nan=0.0, posinf=255.0, neginf=0.0)
-    return _fit(np.clip(pixels, 0, 255).astype(np.uint8), layout, lo, hi)
+    # Subsampled first: only the drawn pixels are scaled. float32 is exact enough for
+    # 256 levels (float64 values may be past its range); fmax/fmin send NaN and -inf to 0
+    # and +inf to 255 in two passes.
+    sample, stride = _subsampled(hwc)
+    pixels = np.subtract(sample, lo, dtype=np.float64 if hwc.dtype == np.float64 else np.float32)
+    pixels *= 255.0 / span
+    np.fmax(pixels, 0.0, out=pixels)
+    np.fmin(pixels, 255.0, out=pixels)
+    return ImageView(pixels.astype(np.uint8, order="C"), layout, lo, hi, stride)
 
 
-def _fit(pixels: np.ndarray, layout: str, lo: float, hi: float) -> ImageView:
+def _subsampled(pixels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Every stride-th row and column, the smallest whole stride within MAX_PIXELS."""
     h, w = pixels.shape[:2]
     stride = 1
     while (h // stride) * (w // stride) > MAX_PIXELS:
         stride += 1
-    if stride > 1:
-        pixels = pixels[::stride, ::stride]
+    return (pixels[::stride, ::stride] if stride > 1 else pixels), stride
+
+
+def _fit(pixels: np.ndarray, layout: str, lo: float, hi: float) -> ImageView:
+    sample, stride = _subsampled(pixels)
     # Always a copy: the pixels may be a view of the script's own array.
-    return ImageView(np.array(pixels, dtype=np.uint8, order="C"), layout, lo, hi, stride)
+    return ImageView(np.array(sample, dtype=np.uint8, order="C"), layout, lo, hi, stride)
