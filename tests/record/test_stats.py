@@ -33,6 +33,33 @@ def test_moments_and_range_match_torch():
     assert stats.norm == pytest.approx(t.norm().item(), rel=1e-5)
 
 
+SMALL_CASES = {
+    "normal": torch.randn(32, generator=torch.Generator().manual_seed(5)) * 2 - 1,
+    "relu": torch.relu(torch.randn(20, generator=torch.Generator().manual_seed(6))),
+    "signed zeros": torch.tensor([-0.0, 0.0, 1.0, -1.0]),
+    "constant": torch.full((7,), 3.5),
+    "one value": torch.tensor([-2.0]),
+    "on bin edges": torch.arange(33, dtype=torch.float64) / 32,
+    "non-finite": torch.tensor([1.0, math.nan, -math.inf, math.inf, 0.0]),
+}
+
+
+@pytest.mark.parametrize("name", SMALL_CASES)
+def test_small_tensors_summarize_as_large_ones_do(name, monkeypatch):
+    """Up to stats.SMALL values a list path replaces the numpy one: same figures."""
+    from tvis_tui.record import stats as S
+
+    t = SMALL_CASES[name]
+    small = summarize(t, max_bytes=0)
+    monkeypatch.setattr(S, "SMALL", 0)
+    large = summarize(t, max_bytes=0)
+    for field in ("numel", "nan", "posinf", "neginf", "zeros", "min", "max"):
+        assert getattr(small.stats, field) == getattr(large.stats, field), field
+    for field in ("mean", "std", "norm"):
+        assert getattr(small.stats, field) == pytest.approx(getattr(large.stats, field), rel=1e-6), field
+    assert small.hist == large.hist
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
 def test_zero_count_of_a_relu_output(dtype):
     t = torch.relu(torch.randn(64, 33, generator=torch.Generator().manual_seed(1)) * 2).to(dtype)
@@ -66,8 +93,10 @@ def test_the_accelerator_path_agrees_with_the_cpu_path(name, monkeypatch):
     """On CUDA the statistics are computed on the device and read back at once; run here
     on CPU tensors, that path must give what the CPU path gives. Only non-finite values
     (summarized on the host) may cost more reads."""
+    from tvis_tui.record import stats as S
     from tvis_tui.record.stats import _device_stats, _real_stats
 
+    monkeypatch.setattr(S, "SMALL", 0)  # the numpy path, whose float32 sums the device's match
     t = DEVICE_CASES[name]
     with np.errstate(over="ignore"):  # as `summarize` runs them
         expected, expected_hist, *_ = _real_stats(t)
