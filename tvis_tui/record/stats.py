@@ -182,8 +182,8 @@ def _device_stats(f: torch.Tensor, histogram: bool
 
     Every `.item()` waits for the device to finish all queued work: reading each figure
     on its own would stall a step once per figure and tensor. Here all of them come from
-    reductions that allocate nothing the size of the tensor (device memory is what the
-    training needs), are stacked and read with one `.tolist()`. When that read shows
+    reductions, which allocate little besides the zero count's one byte per value (device
+    memory is what the training needs), are stacked and read with one `.tolist()`. When that read shows
     non-finite values (a diverged run), the tensor is copied to the host and summarized
     there like a CPU tensor. Runs on a CPU tensor too: tests compare it with the CPU path."""
     n = f.numel()
