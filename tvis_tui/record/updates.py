@@ -143,7 +143,9 @@ def _norms(tensors: list[torch.Tensor]) -> list[float | None]:
         if sq is not None:
             by_device.setdefault(sq.device, []).append(i)
     for positions in by_device.values():
-        values = torch.stack([squares[i].to(torch.float64) for i in positions]).tolist()
+        # Packed on CUDA (one wait) or the host: MPS has no float64.
+        group = [sq if sq.is_cuda else sq.cpu() for sq in (squares[i] for i in positions)]
+        values = torch.stack([sq.to(torch.float64) for sq in group]).tolist()
         for i, value in zip(positions, values):
             if not math.isfinite(value):  # NaN/Inf in the weights (or past float32's max)
                 value = _finite_square(tensors[i])
