@@ -70,7 +70,7 @@ from tvis_tui.record import slots  # noqa: E402
 from tvis_tui.record.options import CaptureOptions  # noqa: E402
 from tvis_tui.record.recorder import Recorder  # noqa: E402
 from tvis_tui.record.runner import Options, Target, record  # noqa: E402
-from tvis_tui.record.sink import WriterThread  # noqa: E402
+from tvis_tui.record.sink import MAX_HELD_BYTES, WriterThread  # noqa: E402
 from tvis_tui.store import RunReader  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,15 +144,50 @@ class PlainClock:
         self._last_step, self._fwd, self._bwd = now, 0.0, 0.0
 
 
-def step_intervals(run: Callable[[], None]) -> list[float]:
+def step_intervals(run: Callable[[], None], at_step: Callable[[], None] = lambda: None) -> list[float]:
     stamps: list[float] = []
-    handle = optimizer_module.register_optimizer_step_post_hook(
-        lambda *_: stamps.append(time.perf_counter()))
+
+    def stamp(*_: Any) -> None:
+        stamps.append(time.perf_counter())
+        at_step()
+
+    handle = optimizer_module.register_optimizer_step_post_hook(stamp)
     try:
         run()
     finally:
         handle.remove()
     return [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+class WriterBacklog:
+    """Tensor values tvis holds for its writer thread at each step: a backlog that grows
+    means the writer is slower than training (past sink.MAX_HELD_BYTES hooks wait for it,
+    which a short benchmark does not reach)."""
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+        self._writers: list[WriterThread] = []
+        self._init = WriterThread.__init__
+
+    def __enter__(self) -> "WriterBacklog":
+        init, writers = self._init, self._writers
+
+        def remembered(writer: WriterThread, *args: Any) -> None:
+            init(writer, *args)
+            writers.append(writer)
+        WriterThread.__init__ = remembered  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        WriterThread.__init__ = self._init  # type: ignore[method-assign]
+
+    def sample(self) -> None:
+        if self._writers:
+            self.held.append(self._writers[-1].held_bytes())
+
+    def growth_per_step(self) -> float:
+        """Bytes per step, from the second step to the last."""
+        return (self.held[-1] - self.held[1]) / (len(self.held) - 2) if len(self.held) > 2 else 0.0
 
 
 def run_plain(script: Path, steps: int) -> Timings:
@@ -173,11 +208,14 @@ class Recorded:
     bytes_per_step: float
     tvis_seconds: list[float]  # tvis's own time per step (hooks, trace callbacks, GCs)
     calls: list[int]  # calls recorded per step
+    backlog_growth: float  # bytes per step the writer fell behind
 
 
 def run_recorded(script: Path, steps: int, out: str, capture: CaptureOptions) -> Recorded:
     target = Target(str(script), ("--max-steps", str(steps)))
-    intervals = step_intervals(lambda: record(target, Options(out_dir=out, name="bench", capture=capture)))
+    with WriterBacklog() as backlog:
+        intervals = step_intervals(
+            lambda: record(target, Options(out_dir=out, name="bench", capture=capture)), backlog.sample)
     run = Path(out) / "bench"
     stored = sum(f.stat().st_blocks * 512 for f in run.iterdir())
     with RunReader(run) as reader:
@@ -187,7 +225,7 @@ def run_recorded(script: Path, steps: int, out: str, capture: CaptureOptions) ->
                 [s.phase_ns.get("backward", 0) / 1e9 for s in rec[1:]])
     return Recorded(intervals, t, stored / max(len(rec), 1),
                     [s.extra["tvis_overhead_ns"] / 1e9 for s in rec[1:]],
-                    [s.last_seq - s.first_seq + 1 for s in rec[1:]])
+                    [s.last_seq - s.first_seq + 1 for s in rec[1:]], backlog.growth_per_step())
 
 
 def median_ms(values: list[float]) -> float:
@@ -223,6 +261,11 @@ def bench_example(name: str, script: Path, steps: int, rounds: int, out: str) ->
                      f"   step {under:.2f} ms   stored {mib:.2f} MiB/step")
         lines.append(f"  {'':18s} tvis's own time {own:.2f} ms/step = {own / base:.2f} plain steps, "
                      f"{own / calls * 1e3:.0f} us per call ({calls:.0f} calls/step)")
+        behind = statistics.median(r.backlog_growth for r in runs) / 2**20
+        if behind > 0.05:
+            lines.append(f"  {'':18s} writer backlog +{behind:.2f} MiB/step: the writer is slower than "
+                         f"training; past {MAX_HELD_BYTES >> 20} MiB hooks wait for it (longer runs "
+                         f"than this one cost more)")
         truth = []
         for part in ("step", "forward", "backward"):
             mine = median_ms([x for r in runs for x in getattr(r.timings, part)])

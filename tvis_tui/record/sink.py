@@ -3,8 +3,10 @@
 Hooks hand finished records (immutable, or copied) to a queue; one writer thread applies
 them to the RunWriter in the order they were queued, so the store sees exactly the
 sequence a synchronous writer would. LMDB commits (copying tensor values into the map)
-then overlap with training. A bounded queue makes hooks wait rather than let memory grow
-when training produces faster than the disk takes.
+then overlap with training. When training produces values faster than the writer stores
+them (everything captured, on a busy machine), hooks wait once the values held for the
+writer pass MAX_HELD_BYTES, until it has caught up to half of that: memory stays bounded,
+and the wait is counted as tvis's overhead like the rest of a hook.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ a thread switch (and a GIL hand-off) per record. A batch goes when it holds BATC
 records or its oldest is BATCH_SECONDS old, so a live reader lags by about that much."""
 
 
+MAX_HELD_BYTES = 256 << 20
+"""Tensor values queued for the writer at most before hooks wait for it."""
+
+
 class WriterThread:
     """The RunWriter methods the recorder uses, queued to a daemon thread."""
 
@@ -41,6 +47,7 @@ class WriterThread:
         # (approximately so when several training threads record at once).
         self._queued_bytes = 0
         self._written_bytes = 0
+        self._caught_up = threading.Condition()  # notified as each batch is written
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
         self._thread.start()
 
@@ -57,6 +64,8 @@ class WriterThread:
                         self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
                 if method == self._writer.put_slots:
                     self._written_bytes += _values_bytes(args[1])
+            with self._caught_up:
+                self._caught_up.notify_all()
 
     def _submit(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         now = time.monotonic()
@@ -81,6 +90,18 @@ class WriterThread:
     def put_slots(self, seq: int, slots: list) -> None:
         self._queued_bytes += _values_bytes(slots)
         self._submit(self._writer.put_slots, seq, slots)
+        if self._backlog() > MAX_HELD_BYTES:
+            self._wait_for_writer()
+
+    def _backlog(self) -> int:
+        return self._queued_bytes - self._written_bytes
+
+    def _wait_for_writer(self) -> None:
+        """Hand the open batch over and wait until the writer holds half the cap or less."""
+        self._hand_over()
+        with self._caught_up:
+            while self._backlog() > MAX_HELD_BYTES // 2 and self._thread.is_alive():
+                self._caught_up.wait(timeout=1.0)
 
     def held_bytes(self) -> int:
         """Memory tvis holds for the store right now: values waiting in the queue and
