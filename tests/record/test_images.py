@@ -63,3 +63,11 @@ def test_batches_show_their_first_images_side_by_side():
                                    torch.zeros(2, 2, dtype=torch.complex64), "text"])
 def test_what_is_not_an_image_gets_no_view(value):
     assert image_view(value) is None
+
+
+def test_extreme_float32_images_draw_without_numpy_warnings(recwarn):
+    huge = np.array([-3e38, 3e38, 0.0, 1e38] * 4, dtype=np.float32).reshape(4, 4, 1)
+    tiny = np.array([-1e-40, 1e-40, 0.0, -1e-40] * 4, dtype=np.float32).reshape(4, 4, 1)
+    assert image_view(np.repeat(huge, 3, axis=2)).pixels[0, :, 0].tolist() == [0, 255, 127, 169]
+    assert image_view(np.repeat(tiny, 3, axis=2)).pixels[0, :, 0].tolist() == [0, 255, 127, 0]
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

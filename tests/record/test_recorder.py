@@ -5,6 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tvis_tui.store import RunReader
+
+from .helpers import assert_same_state, train_plain_and_under_tvis, write_script
+
 HEADER = """
 import torch
 from torch import nn
@@ -243,21 +247,38 @@ for x, y in DataLoader(data, batch_size=8, num_workers=2):
     assert [s.shape for s in run.slots(1, "output")] == [(8, 4), (8, 1)]
 
 
-def test_a_compiled_training_step_still_records_its_optimizer_steps(run_inprocess):
-    code, run = run_inprocess(HEADER + """
+COMPILED_STEP = """
+import sys
+import torch
+from torch import nn
+torch.manual_seed(0)
 net = nn.Linear(4, 1)
-opt = torch.optim.SGD(net.parameters(), lr=0.1)
-@torch.compile(backend="eager")
+opt = torch.optim.Adam(net.parameters(), lr=0.1)
+
+@torch.compile(backend="aot_eager")
 def train_step(x):
     opt.zero_grad()
-    net(x).sum().backward()
+    loss = net(x).sum()
+    loss.backward()
     opt.step()
-for _ in range(2):
-    train_step(torch.ones(2, 4))
-""")
-    assert code == 0
-    assert run.meta()["steps_recorded"] == 2
-    assert [(s.step, s.rule) for s in run.steps()] == [(1, "optimizer"), (2, "optimizer")]
+    return loss
+
+for _ in range(3):
+    print("loss", train_step(torch.ones(2, 4)).item())
+torch.save({"model": net.state_dict(), "opt": opt.state_dict()}, sys.argv[1])
+"""
+
+
+def test_a_compiled_training_step_records_its_steps_and_trains_the_same(tmp_path):
+    write_script(tmp_path, COMPILED_STEP)
+    traced = train_plain_and_under_tvis(tmp_path, "train.py", ["plain.pt"], ["traced.pt"],
+                                        flags=("--steps", "3"))
+    assert_same_state(tmp_path / "plain.pt", tmp_path / "traced.pt")
+    assert "Warning" not in traced.stderr  # dynamo never traced tvis's own code
+    with RunReader(next((tmp_path / "runs").iterdir())) as run:
+        assert [(s.step, s.rule) for s in run.steps()] == [(1, "optimizer"), (2, "optimizer"), (3, "optimizer")]
+        step = next(c for c in run.calls(1, run.call_count()) if c.kind == "optimizer")
+        assert [s.ratio is not None for s in run.slots(step.seq, "update")] == [True, True]
 
 
 def test_phases_follow_the_caller(run_inprocess):

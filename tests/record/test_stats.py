@@ -112,3 +112,9 @@ def test_the_accelerator_path_agrees_with_the_cpu_path(name, monkeypatch):
     for field in ("mean", "std", "norm"):
         assert getattr(got, field) == pytest.approx(getattr(expected, field), rel=1e-6, abs=1e-9), field
     assert hist == expected_hist
+
+
+def test_small_float64_tensors_past_the_square_range_still_summarize():
+    stats = summarize(torch.tensor([1e200, -1e200], dtype=torch.float64), max_bytes=0).stats
+    assert (stats.min, stats.max, stats.mean) == (-1e200, 1e200, 0.0)
+    assert stats.std == math.inf  # as the numpy path gives it: its squares overflow

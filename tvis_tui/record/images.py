@@ -104,13 +104,15 @@ def _scaled(hwc: np.ndarray, layout: str, bounds: tuple[float, float] | None = N
         lo, hi = 0.0, 255.0
     span = hi - lo if hi > lo else 1.0
     # Subsampled first: only the drawn pixels are scaled. float32 is exact enough for
-    # 256 levels (float64 values may be past its range); fmax/fmin send NaN and -inf to 0
-    # and +inf to 255 in two passes.
+    # 256 levels, within its range (a span or values near its limits take float64);
+    # fmax/fmin send NaN and -inf to 0 and +inf to 255 in two passes.
+    wide = hwc.dtype == np.float64 or not (1e-30 < span and max(abs(lo), abs(hi)) < 1e30)
     sample, stride = _subsampled(hwc)
-    pixels = np.subtract(sample, lo, dtype=np.float64 if hwc.dtype == np.float64 else np.float32)
-    pixels *= 255.0 / span
-    np.fmax(pixels, 0.0, out=pixels)
-    np.fmin(pixels, 255.0, out=pixels)
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite values: no warnings
+        pixels = np.subtract(sample, lo, dtype=np.float64 if wide else np.float32)
+        pixels *= 255.0 / span
+        np.fmax(pixels, 0.0, out=pixels)
+        np.fmin(pixels, 255.0, out=pixels)
     return ImageView(pixels.astype(np.uint8, order="C"), layout, lo, hi, stride)
 
 

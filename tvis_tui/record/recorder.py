@@ -70,11 +70,12 @@ def _untraced(hook: Callable[..., Any]) -> Callable[..., Any]:
     """Run a hook with the function tracer paused from its first line: otherwise each
     Python call in it (the activity checks, the guard) costs a trace callback, ~10 a hook.
     The pause is inline (C calls only): a helper function would cost a callback itself.
-    While dynamo traces the hook, it runs as it is: dynamo cannot trace sys.settrace."""
+    While dynamo traces the hook (a compiled model), it does nothing: the compiled module's
+    own call is recorded, the calls fused inside it are not."""
     @functools.wraps(hook)
     def untraced(self: "Recorder", *args: Any) -> Any:
         if torch.compiler.is_compiling():
-            return hook(self, *args)
+            return None
         tracing = sys.gettrace()
         if tracing is None or tracing is not self.functions.trace:
             return hook(self, *args)
@@ -84,6 +85,13 @@ def _untraced(hook: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             self.functions.resume(tracing)
     return untraced
+
+
+def _eager(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """`_untraced`, and kept out of dynamo's graphs: a compiled function that calls
+    `optimizer.step()` still has its steps recorded (the hook runs eagerly, at a graph
+    break), and dynamo never traces tvis's own code into the script's graph."""
+    return torch.compiler.disable(_untraced(hook), recursive=True)
 
 
 class _Reentry(threading.local):
@@ -233,8 +241,7 @@ class Recorder:
 
     @_untraced
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        # Inside a compiled graph the calls run fused: record the compiled module alone.
-        if torch.compiler.is_compiling() or not self._active():
+        if not self._active():
             return
         self._stop_if_done()
         self._guard(self._open_module, module, args, sys._getframe(1))
@@ -260,7 +267,7 @@ class Recorder:
 
     @_untraced
     def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
-        if torch.compiler.is_compiling() or not self._active():
+        if not self._active():
             return
         ended = time.perf_counter_ns()
         # Registered with kwargs, the hook gets (kwargs, result); torch's always_call path,
@@ -301,7 +308,7 @@ class Recorder:
         if self._active():
             self.steps.optimizers.add(opt)
 
-    @_untraced
+    @_eager
     def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return
@@ -322,7 +329,7 @@ class Recorder:
         self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(optimizer_params(opt)))
         self.updates.before_step(opt, closure is not None)
 
-    @_untraced
+    @_eager
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return

@@ -67,9 +67,11 @@ class WriterThread:
             with self._caught_up:
                 self._caught_up.notify_all()
 
-    def _submit(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def _submit(self, method: Callable[..., Any], *args: Any, values_bytes: int = 0,
+                **kwargs: Any) -> None:
         now = time.monotonic()
         with self._batch_lock:
+            self._queued_bytes += values_bytes  # under the lock: hooks on several threads
             if not self._batch:
                 self._batch_started = now
             self._batch.append((method, args, kwargs))
@@ -88,8 +90,7 @@ class WriterThread:
         self._submit(self._writer.put_call, *args, **kwargs)
 
     def put_slots(self, seq: int, slots: list) -> None:
-        self._queued_bytes += _values_bytes(slots)
-        self._submit(self._writer.put_slots, seq, slots)
+        self._submit(self._writer.put_slots, seq, slots, values_bytes=_values_bytes(slots))
         if self._backlog() > MAX_HELD_BYTES:
             self._wait_for_writer()
 
@@ -97,11 +98,15 @@ class WriterThread:
         return self._queued_bytes - self._written_bytes
 
     def _wait_for_writer(self) -> None:
-        """Hand the open batch over and wait until the writer holds half the cap or less."""
-        self._hand_over()
-        with self._caught_up:
-            while self._backlog() > MAX_HELD_BYTES // 2 and self._thread.is_alive():
-                self._caught_up.wait(timeout=1.0)
+        """Wait until the writer holds half the cap or less. The open batch is handed over
+        at every turn: hooks on other threads may have added to it meanwhile, and what
+        sits there counts in the backlog. (Handed over outside the condition's lock: a
+        full queue waits for the writer, which takes that lock after each batch.)"""
+        while self._backlog() > MAX_HELD_BYTES // 2 and self._thread.is_alive():
+            self._hand_over()
+            with self._caught_up:
+                if self._backlog() > MAX_HELD_BYTES // 2:
+                    self._caught_up.wait(timeout=0.05)
 
     def held_bytes(self) -> int:
         """Memory tvis holds for the store right now: values waiting in the queue and

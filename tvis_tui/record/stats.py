@@ -131,13 +131,14 @@ def _small_stats(values: list[float], histogram: bool
     n = len(values)
     try:
         total = math.fsum(values)
-    except (ValueError, OverflowError):  # inf + -inf; a sum past float64's range
-        return None
-    if not math.isfinite(total):
+        if not math.isfinite(total):
+            return None
+        mean = total / n
+        spread = math.fsum([(v - mean) ** 2 for v in values]) if n > 1 else 0.0
+    except (ValueError, OverflowError):  # inf + -inf; squares past float64's range
         return None
     lo, hi = min(values), max(values)
-    mean = total / n
-    std = math.sqrt(math.fsum([(v - mean) ** 2 for v in values]) / (n - 1)) if n > 1 else 0.0
+    std = math.sqrt(spread / (n - 1)) if n > 1 else 0.0
     stats = TensorStats(numel=n, min=lo, max=hi, mean=mean, std=std, norm=math.hypot(*values),
                         zeros=values.count(0.0))
     if not histogram:
