@@ -32,19 +32,22 @@ MAX_HELD_BYTES = 256 << 20
 """Tensor values queued for the writer at most before hooks wait for it."""
 
 
+_Item = tuple[Callable[..., Any], tuple, dict, int]
+"""A queued RunWriter call: method, args, kwargs and the bytes of tensor values it writes."""
+
+
 class WriterThread:
     """The RunWriter methods the recorder uses, queued to a daemon thread."""
 
     def __init__(self, writer: RunWriter) -> None:
         self._writer = writer
-        self._queue: queue.Queue[list[tuple[Callable[..., Any], tuple, dict]] | None] = \
-            queue.Queue(maxsize=QUEUE_BATCHES)
-        self._batch: list[tuple[Callable[..., Any], tuple, dict]] = []
+        self._queue: queue.Queue[list[_Item] | None] = queue.Queue(maxsize=QUEUE_BATCHES)
+        self._batch: list[_Item] = []
         self._batch_started = 0.0
         self._batch_lock = threading.Lock()
         self.errors: list[str] = []
-        # Bytes of tensor values queued and written; each counter has one writing thread
-        # (approximately so when several training threads record at once).
+        # Bytes of tensor values queued (counted under the batch lock) and written (by
+        # the writer thread alone).
         self._queued_bytes = 0
         self._written_bytes = 0
         self._caught_up = threading.Condition()  # notified as each batch is written
@@ -56,14 +59,13 @@ class WriterThread:
             batch = self._queue.get()
             if batch is None:
                 return
-            for method, args, kwargs in batch:
+            for method, args, kwargs, values_bytes in batch:
                 try:
                     method(*args, **kwargs)
                 except Exception as exc:  # keep training going; the runner reports it
                     if len(self.errors) < 10:
                         self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
-                if method == self._writer.put_slots:
-                    self._written_bytes += _values_bytes(args[1])
+                self._written_bytes += values_bytes
             with self._caught_up:
                 self._caught_up.notify_all()
 
@@ -71,10 +73,10 @@ class WriterThread:
                 **kwargs: Any) -> None:
         now = time.monotonic()
         with self._batch_lock:
-            self._queued_bytes += values_bytes  # under the lock: hooks on several threads
+            self._queued_bytes += values_bytes
             if not self._batch:
                 self._batch_started = now
-            self._batch.append((method, args, kwargs))
+            self._batch.append((method, args, kwargs, values_bytes))
             if len(self._batch) < BATCH_ITEMS and now - self._batch_started < BATCH_SECONDS:
                 return
             batch, self._batch = self._batch, []
@@ -111,7 +113,7 @@ class WriterThread:
     def held_bytes(self) -> int:
         """Memory tvis holds for the store right now: values waiting in the queue and
         the writer's uncommitted buffer (so that peak memory can leave them out)."""
-        return self._queued_bytes - self._written_bytes + self._writer._pending_bytes
+        return self._backlog() + self._writer._pending_bytes
 
     def put_step(self, *args: Any) -> None:
         self._submit(self._writer.put_step, *args)

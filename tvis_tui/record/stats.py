@@ -95,10 +95,11 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
                    values_dtype, values)
 
 
-def _as_float(x: torch.Tensor) -> torch.Tensor:
+def as_float(x: torch.Tensor) -> torch.Tensor:
+    """`x` as float32, or float64 for float64 and int32/int64 (int64 beyond 2**24 would
+    round in float32; float64 keeps it exact to 2**53)."""
     if x.dtype in (torch.float32, torch.float64):
         return x
-    # int64 beyond 2**24 would round in float32; float64 keeps it exact to 2**53.
     return x.to(torch.float64 if x.dtype in (torch.int64, torch.int32) else torch.float32)
 
 
@@ -107,11 +108,10 @@ def _real_stats(x: torch.Tensor, histogram: bool = True
     n = x.numel()
     if n == 0:
         return TensorStats(numel=0), (), None, None
-    if not x.is_cuda:  # other accelerators (MPS has no float64 to pack figures in): the host
-        x = x.cpu()
-    f = _as_float(x).reshape(-1)
-    if f.is_cuda:
-        return _device_stats(f, histogram)
+    if x.is_cuda:
+        return _device_stats(as_float(x).reshape(-1), histogram)
+    # Other accelerators (MPS has no float64 to pack figures in) are read on the host.
+    f = as_float(x.cpu()).reshape(-1)
     if n <= SMALL:
         small = _small_stats(f.tolist(), histogram)
         if small is not None:
@@ -210,8 +210,7 @@ def _device_histogram(f: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> to
     range past float32's maximum still bins. Counted by comparing with each bin number:
     `bincount` would read its input's maximum back (a wait) and has no deterministic CUDA
     kernel for `use_deterministic_algorithms`."""
-    stride = -(-f.numel() // HIST_SAMPLE)
-    sample = (f[::stride] if stride > 1 else f).double()
+    sample = _hist_sample(f).double()
     lo, hi = lo.double(), hi.double()
     scale = HIST_BINS / torch.where(hi > lo, hi - lo, 1.0)
     index = ((sample - lo) * scale).clamp(0, HIST_BINS - 1).to(torch.int64)
@@ -253,8 +252,7 @@ def _histogram(a: np.ndarray, lo: float, hi: float) -> tuple[int, ...]:
     sample size."""
     if lo == hi:
         return (a.size,)
-    stride = -(-a.size // HIST_SAMPLE)
-    sample = a[::stride] if stride > 1 else a
+    sample = _hist_sample(a)
     # float64, so that a float32 range past float32's maximum (hi - lo overflowing) still
     # bins; positions are >= 0 as every value is >= lo, and hi (or an overflow to inf)
     # lands in the last bin.
@@ -262,6 +260,13 @@ def _histogram(a: np.ndarray, lo: float, hi: float) -> tuple[int, ...]:
     position *= HIST_BINS / (hi - lo)
     np.minimum(position, HIST_BINS - 1, out=position)
     return tuple(np.bincount(position.astype(np.intp), minlength=HIST_BINS).tolist())
+
+
+def _hist_sample(values: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    """Every stride-th value of a 1-D array or tensor, the smallest stride that leaves at
+    most HIST_SAMPLE of them (no RNG)."""
+    stride = -(-len(values) // HIST_SAMPLE)
+    return values[::stride] if stride > 1 else values
 
 
 def _complex_stats(x: torch.Tensor) -> TensorStats:

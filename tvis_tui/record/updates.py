@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tvis_tui.record.slots import MAX_SLOTS
+from tvis_tui.record.stats import as_float
 from tvis_tui.store.records import Slot
 
 if TYPE_CHECKING:
@@ -158,16 +159,12 @@ def _square(t: torch.Tensor) -> torch.Tensor | None:
     copy of t on the device."""
     if t.is_complex() or t.numel() == 0:
         return None
-    f = t.reshape(-1)
-    if f.dtype not in (torch.float32, torch.float64):
-        f = f.float()
+    f = as_float(t).reshape(-1)
     return torch.dot(f, f)
 
 
 def _finite_square(t: torch.Tensor) -> float:
     """The squared norm of t's finite values, computed on the host (rare: a diverged run)."""
-    f = t.detach().reshape(-1).cpu()
-    if f.dtype not in (torch.float32, torch.float64):
-        f = f.float()
+    f = as_float(t.detach().cpu()).reshape(-1)
     f = f[torch.isfinite(f)]
     return torch.dot(f, f).item() if f.numel() else math.nan
