@@ -138,10 +138,6 @@ class CallLog:
               *, role: str = "output", error: BaseException | None = None,
               extra: dict[str, Any] | None = None) -> CallRecord:
         gpu_end = self.timer.mark() if call.gpu_start is not None else None
-        if call.top:
-            # The C heap (a comparison figure) is sampled as a phase's call returns, its
-            # outputs alive: a sample walks the heap's bins, up to ~25 us each.
-            self.memory.sample()
         overhead = self._thread.overhead_ns - call.overhead_at_start
         duration = max(ended_ns - call.started_ns - overhead, 0)
         outputs = self.memory.watch(outputs, call.record.phase, activation=role == "output")

@@ -105,7 +105,7 @@ class Recorder:
         if not options.values:
             max_bytes = 0
         self.writer = WriterThread(writer)
-        self.memory = PeakMemory(self.writer.held_bytes)
+        self.memory = PeakMemory()
         self.steps = StepTracker(self.writer, self.memory)
         self.log = CallLog(self.writer, self.steps, max_bytes, self.memory, self.warn)
         self.memory.guard = self._guard  # backward's node hooks run tvis code (memory.py)

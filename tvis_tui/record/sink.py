@@ -112,7 +112,7 @@ class WriterThread:
 
     def held_bytes(self) -> int:
         """Memory tvis holds for the store right now: values waiting in the queue and
-        the writer's uncommitted buffer (so that peak memory can leave them out)."""
+        the writer's uncommitted buffer."""
         return self._backlog() + self._writer._pending_bytes
 
     def put_step(self, *args: Any) -> None:
