@@ -12,13 +12,14 @@ state, batches, module inputs and outputs, and the activations autograd keeps fo
 holds that tvis never sees (its dataset, a tensor made outside any module) and the
 temporaries inside one module call, and it never counts tvis's own copies.
 
-For comparison, the process's peak resident memory in each step (the kernel's VmHWM,
-reset as each step ends through /proc/self/clear_refs; Linux) goes into
-StepRecord.extra["rss_peak_bytes"], above the resident memory when recording began. It
-counts everything (the script's dataset, allocator caches, tvis's own buffers for the
-store) and misses nothing between hooks; it costs two /proc accesses a step. (It replaced
-a C heap figure sampled as each phase returned: glibc's `mallinfo2` walks the heap's free
-lists, ~40-130 us a sample on the bundled examples' fragmented heaps, ~0.9 ms a step.)
+For comparison, the process's peak resident memory (the kernel's VmHWM, Linux) is read as
+each step ends and goes into StepRecord.extra["rss_peak_bytes"], above the resident
+memory when recording began. Like the CUDA figure it is the peak so far, never reset (a
+reset through /proc/self/clear_refs would change what the script reads from getrusage's
+ru_maxrss). It counts everything (the script's dataset, allocator caches, tvis's own
+buffers for the store) and misses nothing between hooks, for one /proc read a step. (It
+replaced a C heap figure sampled as each phase returned: glibc's `mallinfo2` walks the
+heap's free lists, ~40-130 us a sample on the bundled examples, ~0.9 ms a step.)
 """
 
 from __future__ import annotations
@@ -38,41 +39,33 @@ NONE_METHOD = "not measured"
 
 
 class _PeakRss:
-    """The kernel's record of this process's peak resident set size (Linux)."""
+    """The kernel's record of this process's peak resident memory (Linux)."""
 
     STATUS = "/proc/self/status"
-    CLEAR_REFS = "/proc/self/clear_refs"
 
-    def __init__(self) -> None:
-        self.base = self._field(b"VmRSS:")
-        self.reset()
+    def __init__(self, base: int) -> None:
+        self.base = base
 
     @classmethod
-    def available(cls) -> bool:
+    def start(cls) -> "_PeakRss | None":
+        """Reads the resident memory now as the base; None where /proc has no VmHWM."""
+        base = cls._field(b"VmRSS:")
+        return cls(base) if base is not None and cls._field(b"VmHWM:") is not None else None
+
+    def peak(self) -> int | None:
+        """The peak so far above the base, in bytes; None if /proc could not be read."""
+        peak = self._field(b"VmHWM:")
+        return None if peak is None else max(peak - self.base, 0)
+
+    @classmethod
+    def _field(cls, name: bytes) -> int | None:
         try:
             with open(cls.STATUS, "rb") as f:
-                return b"VmHWM:" in f.read()
-        except OSError:
-            return False
-
-    def peak_and_reset(self) -> int:
-        """Bytes resident at the peak since the last reset, above `base`; then reset."""
-        peak = self._field(b"VmHWM:")
-        self.reset()
-        return max(peak - self.base, 0)
-
-    def reset(self) -> None:
-        try:
-            with open(self.CLEAR_REFS, "wb") as f:
-                f.write(b"5")  # resets the peak to the resident memory now
-        except OSError:  # not permitted here: the figure is then the peak since the start
-            pass
-
-    def _field(self, name: bytes) -> int:
-        with open(self.STATUS, "rb") as f:
-            text = f.read()
-        start = text.find(name) + len(name)
-        return int(text[start:text.index(b"kB", start)]) * 1024
+                text = f.read()
+            start = text.index(name) + len(name)
+            return int(text[start:text.index(b"kB", start)]) * 1024
+        except (OSError, ValueError):
+            return None
 
 
 class PeakMemory:
@@ -83,7 +76,7 @@ class PeakMemory:
         # had its say (CUDA_VISIBLE_DEVICES set at its top, say).
         self._cuda = torch.cuda.is_initialized()
         self.live = LiveTensors()
-        self._rss = _PeakRss() if not self._cuda and _PeakRss.available() else None
+        self._rss = None if self._cuda else _PeakRss.start()
         self.method = CUDA_METHOD if self._cuda else LIVE_METHOD
         self._walk_graph = True  # off for good once saved-tensor hooks were seen (saved.py)
         # Runs tvis code from backward's node hooks as the recorder's hooks run (Recorder
@@ -150,8 +143,9 @@ class PeakMemory:
         extra: dict[str, Any] = {"peak_method": LIVE_METHOD if peak else NONE_METHOD}
         if phases:
             extra["peak_phase_bytes"] = phases
-        if self._rss is not None:
-            extra["rss_peak_bytes"] = self._rss.peak_and_reset()
+        rss = self._rss.peak() if self._rss is not None else None
+        if rss is not None:
+            extra["rss_peak_bytes"] = rss
         return (peak or None), extra
 
     def run_meta(self) -> dict[str, Any]:
