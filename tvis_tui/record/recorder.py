@@ -31,6 +31,7 @@ from tvis_tui.record.calls import CallLog, OpenCall, inherited_phase
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
+from tvis_tui.record.interrupts import pass_on_lost_interrupts
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
@@ -146,6 +147,7 @@ class Recorder:
         self._wrap(torch.nn.Module, "compile", self._compile)
         self.data.install(self._wrap)
         self._undo.append(count_gc_as_overhead(self.log))
+        self._undo.append(pass_on_lost_interrupts())  # a Ctrl-C inside tvis's callbacks
         # Undone by close() before the store closes: the last line shapes are flushed then.
         self._undo.append(self.functions.install())
         # torch warns that global hooks fire once more for an OptimizedModule: that note

@@ -1,0 +1,81 @@
+"""A Ctrl-C that lands in a callback whose exceptions Python only prints still stops the script."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+import weakref
+
+import pytest
+
+from tvis_tui.record.interrupts import pass_on_lost_interrupts
+
+
+class _Thing:
+    pass
+
+
+def _interrupted_in_a_weakref_callback() -> None:
+    """Drop an object whose weakref callback is hit by Ctrl-C, then wait a moment (where
+    the main thread takes a pending signal)."""
+    thing = _Thing()
+
+    def on_death(_: object) -> None:
+        raise KeyboardInterrupt
+
+    ref = weakref.ref(thing, on_death)
+    assert ref() is thing
+    del thing
+    _a_moment()
+
+
+def _a_moment() -> None:
+    for _ in range(50):
+        time.sleep(0.01)
+
+
+def test_without_the_hook_python_prints_the_interrupt_and_goes_on(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # not pytest's
+    _interrupted_in_a_weakref_callback()  # no KeyboardInterrupt: it was lost
+    assert "KeyboardInterrupt" in capsys.readouterr().err
+
+
+def test_an_interrupt_in_a_weakref_callback_is_raised_again_in_the_main_thread(capsys):
+    undo = pass_on_lost_interrupts()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _interrupted_in_a_weakref_callback()
+    finally:
+        undo()
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_an_interrupt_in_a_gc_callback_is_raised_again():
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            raise KeyboardInterrupt
+
+    undo = pass_on_lost_interrupts()
+    gc.callbacks.append(on_gc)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gc.collect()
+            _a_moment()
+    finally:
+        gc.callbacks.remove(on_gc)
+        undo()
+
+
+def test_other_exceptions_go_to_the_previous_hook_and_undo_restores_it(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    previous = sys.unraisablehook
+    undo = pass_on_lost_interrupts()
+    thing = _Thing()
+    ref = weakref.ref(thing, lambda _: 1 / 0)
+    assert ref() is thing
+    del thing
+    undo()
+    assert seen == [ZeroDivisionError]
+    assert sys.unraisablehook is previous

@@ -1,0 +1,46 @@
+"""A Ctrl-C stops the script wherever it lands, tvis's callbacks included.
+
+Python runs weakref callbacks and garbage-collector callbacks where an exception has
+nowhere to go: it hands it to `sys.unraisablehook`, which prints "Exception ignored in
+..." and carries on. tvis runs such callbacks all the time (live_tensors.py counts each
+seen tensor's death, timing.py each collection), so a Ctrl-C may land in one: its
+KeyboardInterrupt was printed and lost, and the script ran on. While recording, a
+KeyboardInterrupt that reaches the hook is raised again in the main thread, as if the
+key had been pressed just after: `_thread.interrupt_main` from a new thread, so
+that the main thread takes it once the hook has returned (called from the hook itself it
+would be raised inside the hook, and lost again). Only under
+Python's own SIGINT handler: a handler of the script's would run twice. Every other
+exception goes to the hook that was there before.
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import sys
+from typing import Any, Callable
+
+
+def pass_on_lost_interrupts() -> Callable[[], None]:
+    """Install the hook; returns the undo."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        lost_interrupt = unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt)
+        if lost_interrupt and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            try:
+                # Not threading.Thread: its start() waits for the thread, and the
+                # interrupt would land in that wait.
+                _thread.start_new_thread(_thread.interrupt_main, ())
+                return
+            except RuntimeError:  # no new threads at interpreter shutdown
+                pass
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+
+    def undo() -> None:
+        if sys.unraisablehook is hook:
+            sys.unraisablehook = previous
+
+    return undo
