@@ -27,11 +27,11 @@ import torch.optim.optimizer as optimizer_module
 import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
 
+from tvis_tui.interrupts import pass_on_lost_interrupts
 from tvis_tui.record.calls import CallLog, OpenCall, inherited_phase
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
-from tvis_tui.record.interrupts import pass_on_lost_interrupts
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions

@@ -105,6 +105,7 @@ class _Session:
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
+        from tvis_tui.interrupts import pass_on_lost_interrupts
         from tvis_tui.vram.oncpu import cuda_as_cpu
 
         backward, swap = torch.autograd.backward, torch.utils.swap_tensors
@@ -117,6 +118,7 @@ class _Session:
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(cuda_as_cpu())
+                stack.callback(pass_on_lost_interrupts())  # a Ctrl-C in the tracker's finalizers
                 stack.enter_context(torch.autograd.graph.saved_tensors_hooks(
                     self.tracker.pack, lambda t: t))
                 for mode in modes + [self.tracker]:

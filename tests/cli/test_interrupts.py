@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from tvis_tui.record.interrupts import pass_on_lost_interrupts
+from tvis_tui.interrupts import pass_on_lost_interrupts
 
 
 class _Thing:

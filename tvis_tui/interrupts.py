@@ -2,15 +2,15 @@
 
 Python runs weakref callbacks and garbage-collector callbacks where an exception has
 nowhere to go: it hands it to `sys.unraisablehook`, which prints "Exception ignored in
-..." and carries on. tvis runs such callbacks all the time (live_tensors.py counts each
-seen tensor's death, timing.py each collection), so a Ctrl-C may land in one: its
-KeyboardInterrupt was printed and lost, and the script ran on. While recording, a
-KeyboardInterrupt that reaches the hook is raised again in the main thread, as if the
-key had been pressed just after: `_thread.interrupt_main` from a new thread, so
-that the main thread takes it once the hook has returned (called from the hook itself it
-would be raised inside the hook, and lost again). Only under
-Python's own SIGINT handler: a handler of the script's would run twice. Every other
-exception goes to the hook that was there before.
+..." and carries on. tvis runs such callbacks all the time (record/live_tensors.py on each
+seen tensor's death, record/timing.py on each collection, vram/tracker.py on each freed
+storage), so a Ctrl-C may land in one: its KeyboardInterrupt was printed and lost, and
+the script ran on. While tvis runs a script, a KeyboardInterrupt that reaches the hook is
+raised again in the main thread, as if the key had been pressed just after:
+`_thread.interrupt_main` from a new thread, so that the main thread takes it once the
+hook has returned (called from the hook itself it would be raised inside the hook, and
+lost again). Only under Python's own SIGINT handler: a handler of the script's would run
+twice. Every other exception goes to the hook that was there before.
 """
 
 from __future__ import annotations
