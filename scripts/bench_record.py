@@ -35,8 +35,14 @@ process from a shared-memory ring (no better than in the hook: the copy to cold 
 a pipe write per tensor cost what the summary did); one fused numba loop (min/max and the
 zero count keep LLVM from vectorising it: 132 us per 131k values against numpy's 35 us in
 four passes; only sum and sum of squares fuse, worth ~2 ms a CNN step for a 40 MB
-dependency). The floor here is Python: with summaries replaced by nothing, the bundled
-CNN still costs ~60 us of hook work per module call and 2.2x overall.
+dependency); a shorter GIL switch interval for the writer thread (0.5 ms instead of 5:
+everything on 3.57/3.56/3.26x with the default, 3.54/3.46/3.42x with it, interleaved runs);
+pausing the line tracer in library code (a no-op `sys.settrace` costs the CNN's forward and
+backward nothing measurable and its Adam step +0.23 ms of 0.94). The floor here is Python:
+with summaries replaced by nothing, the bundled CNN still costs 2.0x in summary mode
+(~8 ms of hook work a step, ~130 hook entries: each a few dozen us on this VM); and the
+summaries alone, at numpy's per-pass floor, cost ~0.8 plain steps (90 tensors, a 131k-value
+one ~75 us: min, max, sum, dot, zero count and a 4096-value histogram).
 
 `--breakdown` adds one instrumented run of the CNN: where tvis's own time goes.
 `--sync-writer` writes the store from the hooks instead of the writer thread (a diagnostic:
