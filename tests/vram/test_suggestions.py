@@ -1,11 +1,16 @@
-"""Suggestions: ordered, each measured on top of the ones before, enough to fit."""
+"""Suggestions: ordered, each measured on top of the ones before, enough to fit; mixed
+precision in the dtype the GPU has."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from tvis_tui.vram.estimate import estimate
 from tvis_tui.vram.facts import Settings
-from tvis_tui.vram.gpus import find_gpu
-from tvis_tui.vram.suggest import suggest
+from tvis_tui.vram.gpus import GPUS, find_gpu
+from tvis_tui.vram.suggest import BF16_CAVEAT, BF16_TEXT, FP16_TEXT, suggest
 from tvis_tui.vram.verdict import FITS_FRACTION, Verdict
 
 
@@ -50,3 +55,35 @@ def test_freezing_large_embeddings_is_offered(script):
     # The peak is in backward, before the embedding's gradient exists: what goes at that
     # moment is its RMSprop state, 20000x128 float32.
     assert freeze[0].saves_bytes >= 20000 * 128 * 4
+
+
+def changes(tvis, *argv):
+    code, out, _ = tvis("vram", *argv, "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    return {s["change"]: s["saves_bytes"] for s in doc["suggestions"]}
+
+
+@pytest.mark.parametrize("gpu", ["t4", "v100-16gb", "v100-32gb", "p100", "rtx2080-ti"])
+def test_gpus_without_bf16_are_offered_fp16_with_a_grad_scaler(script, tvis, gpu):
+    found = changes(tvis, script("cnn"), "--gpu", gpu)
+    assert FP16_TEXT in found and "GradScaler" in FP16_TEXT
+    assert not any("bf16" in c.replace("has no bf16", "") or "bfloat16" in c for c in found)
+    # Same activations halved either way: the saving is bf16's.
+    assert found[FP16_TEXT] == changes(tvis, script("cnn"), "--gpu", "a100-40gb")[BF16_TEXT]
+
+
+@pytest.mark.parametrize("argv", [["--gpu", "a100-40gb"], ["--gpu", "rtx3090"], ["--gpu", "h100"], []])
+def test_ampere_and_newer_and_the_default_keep_bf16(script, tvis, argv):
+    found = changes(tvis, script("cnn"), *argv)
+    assert BF16_TEXT in found and FP16_TEXT not in found
+
+
+def test_a_gpu_known_only_by_memory_gets_bf16_with_a_caveat(script, tvis):
+    assert BF16_TEXT + BF16_CAVEAT in changes(tvis, script("cnn"), "--gpu-memory", "16GiB")
+
+
+def test_the_gpu_table_knows_which_gpus_lack_bf16():
+    without = {g.key for g in GPUS if g.bf16 is False}
+    assert without == {"v100-16gb", "v100-32gb", "t4", "p100", "rtx2080-ti"}
+    assert find_gpu("v100").bf16 is False and find_gpu("a10g").bf16 is True

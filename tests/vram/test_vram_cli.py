@@ -35,7 +35,8 @@ def test_text_report_has_breakdown_bar_verdict_and_suggestions(script, capsys):
 def test_json_has_exactly_the_documented_keys(script, capsys):
     doc = run_json(capsys, script("gpt_sdpa"), "--gpu", "a100-40gb")
     assert set(doc) == {"peak_bytes", "breakdown", "fits", "gpu", "assumptions", "confidence",
-                        "suggestions"}
+                        "notes", "suggestions"}
+    assert doc["notes"] == []  # only a traced figure has notes
     assert set(doc["breakdown"]) == PARTS
     assert doc["peak_bytes"] == sum(doc["breakdown"].values())
     assert doc["fits"] is True and doc["gpu"]["key"] == "a100-40gb"
@@ -112,11 +113,12 @@ def test_missing_script_is_an_error(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
-def test_unreadable_script_gives_an_estimate_with_assumptions(fixture, capsys):
-    doc = run_json(capsys, fixture("unreadable"))
-    assert doc["confidence"] == "low"
-    assert any("could not read" in a for a in doc["assumptions"])
-    assert doc["peak_bytes"] > 0
+def test_unreadable_script_is_an_error_not_an_estimate(fixture, capsys):
+    # More unreadable and model-less inputs: test_bad_input.py.
+    assert main(["vram", fixture("unreadable"), "--format", "json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "unreadable.py: not a Python script (it contains NUL bytes)" in err
 
 
 def test_batch_size_never_silently_one(fixture, capsys):

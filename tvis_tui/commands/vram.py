@@ -7,8 +7,14 @@ import json
 import re
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from tvis_tui.errors import TvisError
+
+if TYPE_CHECKING:  # the estimator loads on demand: `tvis --help` stays fast
+    from pathlib import Path
+
+    from tvis_tui.vram.estimate import Estimate
 
 DTYPES = ("float32", "bfloat16", "float16", "amp-bf16", "amp-fp16")
 DEFAULT_GPU = "a100-80gb"
@@ -33,7 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default=None, metavar="N",
                         help="parameter count instead of the model's, e.g. 7B or 125M")
     parser.add_argument("--trace", action="store_true",
-                        help="run the script on fake tensors (needs torch) for an exact figure")
+                        help="run the script on fake tensors with CPU kernels (needs torch, no GPU) "
+                        "and measure its tensors instead of estimating them")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--script-args", default="", metavar='"ARGS"',
                         help="arguments for the script when traced, as one quoted string")
@@ -62,6 +69,10 @@ def _positive(name: str, value: int | None) -> None:
         raise TvisError(f"{name} {value}: must be 1 or more")
 
 
+OVERRIDES = ("batch_size", "seq_len", "dtype", "optimizer", "params")
+"""Flags that change what the static reader assumes; a traced run cannot take them."""
+
+
 def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -73,15 +84,41 @@ def main(args: argparse.Namespace) -> int:
     gpu = custom_gpu(parse_size(args.gpu_memory)) if args.gpu_memory else find_gpu(args.gpu or DEFAULT_GPU)
     _positive("--batch-size", args.batch_size)
     _positive("--seq-len", args.seq_len)
+    if args.trace:
+        _no_overrides(args)
     path = Path(args.script)
     if not path.exists():
-        raise TvisError(f"{path}: no such file")
+        broken = " (a symbolic link to nothing, or a loop of them)" if path.is_symlink() else ""
+        raise TvisError(f"{path}: no such file{broken}")
     if path.is_dir():
         raise TvisError(f"{path}: is a folder, not a training script")
     settings = Settings(batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
                         optimizer=_optimizer(args.optimizer) if args.optimizer else None,
                         params=parse_count(args.params) if args.params else None)
     return _report(path, settings, gpu, args)
+
+
+def _no_overrides(args: argparse.Namespace) -> None:
+    """The trace runs the script as written: refusing an override is more honest than
+    tracing the script's own batch and printing it beside figures computed with the flag."""
+    given = [f"--{name.replace('_', '-')}" for name in OVERRIDES if getattr(args, name) is not None]
+    if given:
+        raise TvisError(f"--trace runs the script as written, so {' and '.join(given)} "
+                        f"{'does' if len(given) == 1 else 'do'} not apply to it; give the script's "
+                        "own arguments with --script-args, or drop --trace for the static estimate")
+
+
+def _require_model(static: Estimate, path: Path) -> None:
+    """Without a model or --params there is nothing to estimate: a verdict would be the CUDA
+    context alone."""
+    from tvis_tui.vram.estimate import MODEL_NOT_FOLLOWED
+
+    reason = static.facts.no_model
+    if reason is None or static.settings.params is not None:
+        return
+    also = ", or --trace to run it" if reason == MODEL_NOT_FOLLOWED else ""
+    raise TvisError(f"{path}: {reason}, so there is nothing to estimate; give --params N "
+                    f"(e.g. --params 125M) to estimate from a parameter count{also}")
 
 
 def _report(path, settings, gpu, args: argparse.Namespace) -> int:
@@ -97,8 +134,14 @@ def _report(path, settings, gpu, args: argparse.Namespace) -> int:
         if not torch_available():
             raise TvisError("--trace needs torch installed; the static estimate does not")
         shown = traced_estimate(path, shlex.split(args.script_args), static)
+    else:
+        _require_model(static, path)
     verdict = Verdict(gpu, shown.peak_bytes)
-    suggestions = suggest(static, gpu.usable_bytes)
+    suggestions = suggest(static, gpu.usable_bytes, bf16=gpu.bf16, shown=shown)
+    if args.trace and suggestions:
+        from tvis_tui.vram.trace import SAVINGS_NOTE
+
+        shown.notes.append(SAVINGS_NOTE)
     if args.format == "json":
         from tvis_tui.vram.render import as_json
 

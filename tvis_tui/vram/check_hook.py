@@ -6,8 +6,9 @@
          "message": "does not fit on NVIDIA A100 40GB: ..."},
     ]
 
-Files without a model or a training step give no finding. An unknown GPU name raises
-TvisError with a one-line message. No torch import.
+Files without a model or a training step give no finding, nor do files that cannot be read
+or parsed (the checker reports those itself). An unknown GPU name raises TvisError with a
+one-line message. No torch import.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Iterable
 
 from tvis_tui.vram.estimate import estimate
 from tvis_tui.vram.gpus import GIB, find_gpu
+from tvis_tui.vram.source import UnreadableScript
 from tvis_tui.vram.suggest import suggest
 from tvis_tui.vram.verdict import Verdict
 
@@ -28,16 +30,19 @@ def vram_findings(paths: Iterable[str | Path], gpu: str) -> list[dict]:
     target = find_gpu(gpu)
     findings = []
     for path in paths:
-        result = estimate(path)
+        try:
+            result = estimate(path)
+        except UnreadableScript:
+            continue
         facts = result.facts
-        if facts.model is None and not facts.optimizers and facts.settings.params is None:
+        if facts.no_model is not None or facts.model is None and not facts.optimizers:
             continue
         verdict = Verdict(target, result.peak_bytes)
         message = (f"{verdict.word} on {target.name}: estimated peak "
                    f"{result.peak_bytes / GIB:.1f} GiB of {target.usable_bytes / GIB:.1f} GiB "
                    f"usable ({result.confidence} confidence)")
         if not verdict.fits:
-            fixes = suggest(result, target.usable_bytes)
+            fixes = suggest(result, target.usable_bytes, bf16=target.bf16)
             if fixes:
                 message += (f"; biggest saving: {fixes[0].change} (saves "
                             f"{fixes[0].saves_bytes / GIB:.1f} GiB)")

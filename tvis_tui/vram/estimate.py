@@ -11,7 +11,7 @@ from tvis_tui.vram.functional import cross_entropy
 from tvis_tui.vram.interp import OutOfBudget
 from tvis_tui.vram.memory import (Peak, backward_peak, grad_bytes, optimizer_bytes,
                                   optimizer_key, optimizer_peak, scaled)
-from tvis_tui.vram.source import read_tree
+from tvis_tui.vram.source import read_script
 from tvis_tui.vram.tape import Tape
 from tvis_tui.vram.values import ITEMSIZE, Instance, Module, Param, Tensor
 
@@ -27,6 +27,11 @@ OVERHEAD_NOTE = (f"CUDA context {CUDA_CONTEXT // MIB} MiB and allocator overhead
 
 ASSUMED_WORLD = 8
 """GPUs assumed for an FSDP script whose world size comes from the launcher."""
+
+NO_MODEL = "no model found in the script"
+MODEL_NOT_FOLLOWED = "the model could not be followed (built by code tvis vram does not read)"
+"""Why an estimate has no model (Facts.no_model): the second has a training loop or an
+optimizer, so running the script (--trace) can still measure it."""
 
 PARTS = ("parameters", "gradients", "optimizer_state", "activations", "workspace",
          "cuda_context", "allocator_overhead")
@@ -57,19 +62,18 @@ class Estimate:
 
 
 def estimate(path: str | Path, settings: Settings | None = None) -> Estimate:
+    """The static estimate for the script at `path`; UnreadableScript (a TvisError) when the
+    file is not Python source that parses."""
     settings = settings or Settings()
     path = Path(path)
     tape = Tape(device=settings.device, fused_attention=settings.fused_attention)
     facts = Facts(settings, path)
     facts._tape = tape
-    tree = read_tree(path)
+    tree = read_script(path)
     with Api(facts, tape) as api:
-        if tree is None:
-            facts.assume(f"could not read {path}; nothing was taken from it")
-        else:
-            api.interp.run_module(tree.root_node, api.globals)
-            if api.interp.out_of_budget:
-                facts.assume("the script is too long to follow in full; read up to the budget")
+        api.interp.run_module(tree.root_node, api.globals)
+        if api.interp.out_of_budget:
+            facts.assume("the script is too long to follow in full; read up to the budget")
         if facts.snapshot is None:
             api.interp.restart_budget()
             try:
@@ -87,9 +91,10 @@ def _assumed_step(api: Api, facts: Facts) -> None:
     candidates += sorted(facts.models, key=lambda m: -_param_count(m))
     if not candidates:
         if api.interp.training_loops or facts.optimizers:
-            facts.assume("model could not be followed; activations not counted")
+            facts.no_model = MODEL_NOT_FOLLOWED
         else:
-            facts.assume("no model found in the script; activations not counted")
+            facts.no_model = NO_MODEL
+        facts.assume(f"{facts.no_model}; activations not counted")
         return
     model = candidates[0]
     facts.assume(f"one training step of {model.kind} (the script's own step was not followed)")

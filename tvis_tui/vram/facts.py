@@ -54,6 +54,8 @@ class Facts:
     model_line: int = 0
     inputs: list[Tensor] = field(default_factory=list)
     forward_line: int = 0
+    input_assumed: bool = False
+    """The model's input was made up (synthetic_input), not read: it is listed as assumed."""
     optimizers: list[Optimizer] = field(default_factory=list)
     autocast: str | None = None
     autocast_line: int = 0
@@ -75,6 +77,8 @@ class Facts:
     held: list[Tensor] = field(default_factory=list)
     named: dict[str, tuple[Any, int]] = field(default_factory=dict)
     assumed: list[str] = field(default_factory=list)
+    no_model: str | None = None
+    """Why no model was found, when none was: the estimate then rests on --params alone."""
     tied: bool = False
     repeated: set[int] = field(default_factory=set)
     _tape: Any = None
@@ -120,7 +124,8 @@ class Facts:
                         "its parameters are not counted")
         if self.settings.dtype in ("float16", "bfloat16"):
             for p in module.params():
-                p.dtype = self.settings.dtype
+                if p.dtype.startswith(("float", "bfloat")):  # as .half() does: counters stay int64
+                    p.dtype = self.settings.dtype
         return module
 
     def on_model(self, module: Module, node: Node) -> None:
@@ -158,6 +163,7 @@ class Facts:
         self._mark_repeated(module)
         if not args or not isinstance(args[0], Tensor):
             made = synthetic_input(self, module)
+            self.input_assumed = True
             self.assume(f"model input {'x'.join(map(str, made.shape))} {made.dtype}, sized from "
                         "the first layer and the script's named sizes (the batch itself could "
                         "not be followed)")
@@ -296,6 +302,12 @@ def first_layer(module: Module) -> Module | None:
     return None
 
 
+def _weight_dtype(layer: Module | None) -> str:
+    """The dtype a layer takes its input in: its weight's (a `.half()` model is fed half)."""
+    weight = layer.attrs.get("weight") if layer is not None else None
+    return weight.dtype if isinstance(weight, Param) else "float32"
+
+
 def synthetic_input(facts: Facts, model: Module) -> Tensor:
     """An input the model's first layer accepts, sized from what the script names."""
     batch = facts.guess_batch_size()
@@ -312,14 +324,14 @@ def synthetic_input(facts: Facts, model: Module) -> Tensor:
     if kind.startswith("Conv"):
         dims = int(kind[-2]) if kind[-2].isdigit() else 2
         facts.assume(f"input size {image} per spatial side")
-        return Tensor((batch, config.get("in_channels", 3)) + (image,) * dims)
+        return Tensor((batch, config.get("in_channels", 3)) + (image,) * dims, _weight_dtype(layer))
     if kind in ("LSTM", "GRU", "RNN"):
         seq = seq or 128
         facts.assume(f"sequence length {seq}")
         return Tensor((batch, seq, config.get("input_size", 1)) if config.get("batch_first")
                       else (seq, batch, config.get("input_size", 1)))
     if kind == "Linear":
-        return Tensor((batch, config.get("in_features", 1)))
+        return Tensor((batch, config.get("in_features", 1)), _weight_dtype(layer))
     if kind == "MultiheadAttention":
         seq = seq or DEFAULT_SEQ
         facts.assume(f"sequence length {seq}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from tvis_tui.vram import ops
 from tvis_tui.vram.layers import (ACTIVATIONS, RNN_CPU_BACKWARD_OUTPUTS, RNN_SAVED_PER_STEP, RNN_GATES,
-                                  _pair, conv_out, params_of, weight_of)
+                                  _pair, conv_out, layer_dtype, params_of, weight_of)
 from tvis_tui.vram.tape import Tape
 from tvis_tui.vram.values import Module, Tensor, Unknown
 
@@ -49,7 +49,7 @@ def _sequential(tape: Tape, m: Module, args: list, kwargs: dict, line: int) -> A
 
 
 def _linear(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) -> Tensor:
-    dtype = tape.compute_dtype("linear", x.dtype)
+    dtype = layer_dtype(tape, "linear", x, m)
     weight = m.attrs.get("weight")
     out_features = weight.shape[0] if weight is not None else m.config.get("out_features", 1)
     xc = tape.cast(x, dtype)
@@ -77,7 +77,7 @@ def _conv(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int)
                        for n, ss, pp, dd, kk, o in zip(spatial, s, p, d, k, op))
     else:
         out_sp = tuple(conv_out(n, kk, ss, pp, dd) for n, kk, ss, pp, dd in zip(spatial, k, s, p, d))
-    dtype = tape.compute_dtype("conv", x.dtype)
+    dtype = layer_dtype(tape, "conv", x, m)
     xc, wc = tape.cast(x, dtype), weight_of(m, tape, dtype)
     out = Tensor(x.shape[:-dims - 1] + (c.get("out_channels", x.shape[-dims - 1]),) + out_sp, dtype)
     saved = [xc] + ([wc] if wc is not None else [])

@@ -26,11 +26,14 @@ class Gpu:
     usable_bytes: int
     kind: str
     aliases: tuple[str, ...] = ()
+    bf16: bool | None = True
+    """Whether it computes in bfloat16: NVIDIA from compute capability 8.0 (Ampere) on, AMD
+    from CDNA2; None for a GPU known only by its memory (--gpu-memory)."""
 
 
 def _gpu(key: str, name: str, memory_gib: float, usable_mib: int, kind: str,
-         *aliases: str) -> Gpu:
-    return Gpu(key, name, memory_gib, usable_mib * MIB, kind, aliases)
+         *aliases: str, bf16: bool = True) -> Gpu:
+    return Gpu(key, name, memory_gib, usable_mib * MIB, kind, aliases, bf16)
 
 
 GPUS: tuple[Gpu, ...] = (
@@ -46,10 +49,10 @@ GPUS: tuple[Gpu, ...] = (
     _gpu("a40", "NVIDIA A40", 48, 45_634, "data centre"),
     _gpu("l4", "NVIDIA L4", 24, 22_491, "data centre"),
     _gpu("l40s", "NVIDIA L40S", 48, 45_589, "data centre", "l40"),
-    _gpu("v100-16gb", "NVIDIA V100 16GB", 16, 16_160, "data centre", "v100"),
-    _gpu("v100-32gb", "NVIDIA V100 32GB", 32, 32_494, "data centre"),
-    _gpu("t4", "NVIDIA T4", 16, 15_102, "data centre"),
-    _gpu("p100", "NVIDIA P100 16GB", 16, 16_280, "data centre"),
+    _gpu("v100-16gb", "NVIDIA V100 16GB", 16, 16_160, "data centre", "v100", bf16=False),
+    _gpu("v100-32gb", "NVIDIA V100 32GB", 32, 32_494, "data centre", bf16=False),
+    _gpu("t4", "NVIDIA T4", 16, 15_102, "data centre", bf16=False),
+    _gpu("p100", "NVIDIA P100 16GB", 16, 16_280, "data centre", bf16=False),
     _gpu("mi300x", "AMD Instinct MI300X", 192, 196_592, "data centre"),
     _gpu("mi250x", "AMD Instinct MI250X (one GCD)", 64, 65_520, "data centre", "mi250"),
     _gpu("rtx-a6000", "NVIDIA RTX A6000", 48, 48_676, "workstation", "a6000"),
@@ -63,7 +66,7 @@ GPUS: tuple[Gpu, ...] = (
     _gpu("rtx3090", "NVIDIA GeForce RTX 3090", 24, 24_268, "consumer", "3090"),
     _gpu("rtx3080", "NVIDIA GeForce RTX 3080 10GB", 10, 10_010, "consumer", "3080"),
     _gpu("rtx3060", "NVIDIA GeForce RTX 3060 12GB", 12, 12_041, "consumer", "3060"),
-    _gpu("rtx2080-ti", "NVIDIA GeForce RTX 2080 Ti", 11, 10_997, "consumer", "2080ti"),
+    _gpu("rtx2080-ti", "NVIDIA GeForce RTX 2080 Ti", 11, 10_997, "consumer", "2080ti", bf16=False),
 )
 
 
@@ -97,4 +100,4 @@ def parse_size(text: str) -> int:
 def custom_gpu(memory: int) -> Gpu:
     """A GPU known only by the memory the user gave: all of it counts as usable."""
     gib = memory / GIB
-    return Gpu("custom", f"GPU with {gib:.1f} GiB", round(gib, 1), memory, "custom")
+    return Gpu("custom", f"GPU with {gib:.1f} GiB", round(gib, 1), memory, "custom", bf16=None)

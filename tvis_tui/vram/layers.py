@@ -188,6 +188,20 @@ _MAKERS: dict[str, Callable[[Module, dict], None]] = {
 }
 
 
+FLOATS = ("float", "bfloat")
+
+
+def layer_dtype(tape: Tape, op: str, x: Tensor, m: Module) -> str:
+    """The dtype a layer with a weight computes in: autocast's under autocast; otherwise its
+    weight's, since torch refuses an input of another float dtype, so a script that runs
+    (say) a `.half()` model feeds it half inputs even where the reader lost that cast."""
+    weight = m.attrs.get("weight")
+    if (tape.autocast is None and isinstance(weight, Param) and weight.dtype.startswith(FLOATS)
+            and x.dtype.startswith(FLOATS)):
+        return weight.dtype
+    return tape.compute_dtype(op, x.dtype)
+
+
 def weight_of(m: Module, tape: Tape, dtype: str) -> Tensor | None:
     weight = m.attrs.get("weight")
     return tape.cast_param(weight, dtype) if isinstance(weight, Param) else None

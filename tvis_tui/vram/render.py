@@ -87,7 +87,9 @@ def report(estimate: Estimate, verdict: Verdict, suggestions: list[Suggestion],
     parts: list[RenderableType] = [Text(title, style="bold"), breakdown_table(estimate.breakdown),
                                    Text(f"peak reached at: {estimate.phase}", style="dim"),
                                    Text(""), gpu_bar(estimate.breakdown, verdict),
-                                   verdict_line(verdict, estimate.confidence), Text("")]
+                                   verdict_line(verdict, estimate.confidence)]
+    parts.extend(Text(f"note: {note}", style="yellow") for note in estimate.notes)
+    parts.append(Text(""))
     if estimate.read:
         parts.append(Text("read from the script:", style="bold"))
         parts.extend(Text(f"  {item}") for item in estimate.read)
@@ -110,6 +112,7 @@ def as_json(estimate: Estimate, verdict: Verdict, suggestions: list[Suggestion])
                 "headroom_bytes": verdict.headroom_bytes},
         "assumptions": list(estimate.assumptions),
         "confidence": estimate.confidence,
+        "notes": list(estimate.notes),
         "suggestions": [{"change": s.change, "saves_bytes": s.saves_bytes, "line": s.line or None,
                          "peak_after_bytes": s.peak_after} for s in suggestions],
     }

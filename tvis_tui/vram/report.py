@@ -20,7 +20,7 @@ def read_list(facts: Facts, params: list[Param], opt_key: str, tape: Tape) -> li
         out.append(f"parameters {count:,} (--params)")
     elif model is not None:
         out.append(f"model {model.kind}: {count:,} parameters{_at(model.line)}")
-    if facts.inputs:
+    if facts.inputs and not facts.input_assumed:  # a made-up input is listed under assumed
         shapes = ", ".join("x".join(map(str, t.shape)) + f" {t.dtype}" for t in facts.inputs)
         out.append(f"batch {shapes}{_at(facts.forward_line)}")
     if facts.optimizers:
@@ -45,8 +45,8 @@ def read_list(facts: Facts, params: list[Param], opt_key: str, tape: Tape) -> li
     return out
 
 
-LOW_CONFIDENCE = ("one training step of", "no model found", "model could not be followed",
-                  "could not read", "the model's forward is too long")
+LOW_CONFIDENCE = ("one training step of", "no model found", "the model could not be followed",
+                  "the model's forward is too long")
 """Assumptions that replace the model or its training step, not just a size."""
 
 

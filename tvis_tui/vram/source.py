@@ -5,12 +5,17 @@ Kept local to the estimator on purpose: the checker's engine evolves on its own 
 
 from __future__ import annotations
 
+import ast
+import io
+import tokenize
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Tree
+
+from tvis_tui.errors import TvisError
 
 
 @lru_cache(maxsize=1)
@@ -22,15 +27,66 @@ def parse(source: bytes) -> Tree:
     return _parser().parse(source)
 
 
-def read_tree(path: Path) -> Tree | None:
-    """The parsed file, or None when it cannot be read (missing, a folder, not text)."""
+class UnreadableScript(TvisError):
+    """The script cannot be read as Python source: no estimate can come from it."""
+
+
+def read_script(path: Path) -> Tree:
+    """The parsed script, or UnreadableScript saying in one line why there is none: not a
+    regular file, not text, not in its declared encoding, or a syntax error Python reports."""
+    if not path.is_file():
+        raise UnreadableScript(f"{path}: not a regular file")  # a FIFO would block the read
     try:
         data = path.read_bytes()
-    except OSError:
+    except OSError as exc:
+        raise UnreadableScript(f"{path}: cannot read: {exc.strerror or exc}") from None
+    tree = parse(_decode(path, data).encode("utf-8"))
+    if tree.root_node.has_error:
+        _raise_syntax_error(path, data)
+    return tree
+
+
+def read_tree(path: Path) -> Tree | None:
+    """A sibling module the script imports, parsed as far as it goes; None when it cannot
+    be read (the names taken from it are then unknown, and the script is still estimated)."""
+    try:
+        data = path.read_bytes()
+        return parse(_decode(path, data).encode("utf-8"))
+    except (OSError, UnreadableScript):
         return None
-    if b"\0" in data[:4096]:
-        return None
-    return parse(data)
+
+
+def _decode(path: Path, data: bytes) -> str:
+    """Source text the way Python decodes it: a BOM or `# -*- coding: ... -*-` line, else UTF-8."""
+    if b"\0" in data:
+        raise UnreadableScript(f"{path}: not a Python script (it contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        if not str(exc.msg).startswith("invalid or missing encoding"):
+            # An unknown codec in the coding line, or one its BOM contradicts.
+            raise UnreadableScript(f"{path}: cannot tell its encoding ({exc.msg})") from None
+        encoding = "utf-8"  # its first lines are not UTF-8 and declare nothing: say where
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line_no = data.count(b"\n", 0, exc.start) + 1
+        raise UnreadableScript(f"{path}: not {encoding} text (byte 0x{data[exc.start]:02x} "
+                               f"on line {line_no}); save it as UTF-8 or declare its encoding "
+                               "in a `# -*- coding: ... -*-` line") from None
+
+
+def _raise_syntax_error(path: Path, data: bytes) -> None:
+    """Python's own message for a file tree-sitter could not fully parse; nothing when
+    Python accepts it (a gap in the tree-sitter grammar): the script is then read without
+    the statement tree-sitter missed. Only parsed (PyCF_ONLY_AST), never run."""
+    try:
+        compile(data, str(path), "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        message = (exc.msg or "invalid syntax").split("\n", 1)[0]
+        raise UnreadableScript(f"{path}: syntax error on line {exc.lineno or 1}: {message}") from None
+    except (ValueError, RecursionError, MemoryError):
+        return
 
 
 def text(node: Node | None) -> str:

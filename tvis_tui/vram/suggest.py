@@ -47,11 +47,13 @@ def _replace(s: Settings, **changes: object) -> Settings:
     return dataclasses.replace(s, **changes)
 
 
-def _mixed(s: Settings, e: Estimate) -> Settings | None:
-    f = e.facts
-    if f.autocast or f.param_dtype in ("float16", "bfloat16") or (s.dtype and s.dtype != "float32"):
-        return None
-    return _replace(s, dtype="amp-bf16")
+def _mixed(dtype: str) -> Callable[[Settings, Estimate], Settings | None]:
+    def mixed(s: Settings, e: Estimate) -> Settings | None:
+        f = e.facts
+        if f.autocast or f.param_dtype in ("float16", "bfloat16") or (s.dtype and s.dtype != "float32"):
+            return None
+        return _replace(s, dtype=dtype)
+    return mixed
 
 
 def _micro_batch(s: Settings, e: Estimate) -> Settings | None:
@@ -120,9 +122,17 @@ def _score_line(e: Estimate) -> int:
         is_score_matrix(t) for t in op.saved)), e.facts.forward_line)
 
 
+BF16_TEXT = ("train in bf16 mixed precision: wrap forward and loss in "
+             "`with torch.autocast('cuda', dtype=torch.bfloat16):`")
+FP16_TEXT = ("train in fp16 mixed precision (this GPU has no bf16): wrap forward and loss in "
+             "`with torch.autocast('cuda', dtype=torch.float16):` and scale the loss with "
+             "torch.amp.GradScaler('cuda')")
+BF16_CAVEAT = " (bf16 needs an Ampere or newer GPU; on older ones use float16 with a GradScaler)"
+
 CANDIDATES = (
-    _Candidate("mixed", lambda e: "train in bf16 mixed precision: wrap forward and loss in "
-               "`with torch.autocast('cuda', dtype=torch.bfloat16):`", _mixed,
+    _Candidate("bf16", lambda e: BF16_TEXT, _mixed("amp-bf16"), lambda e: e.facts.forward_line),
+    _Candidate("fp16", lambda e: FP16_TEXT, _mixed("amp-fp16"), lambda e: e.facts.forward_line),
+    _Candidate("bf16?", lambda e: BF16_TEXT + BF16_CAVEAT, _mixed("amp-bf16"),
                lambda e: e.facts.forward_line),
     _Candidate("fused", lambda e: "use fused attention: F.scaled_dot_product_attention(q, k, v, "
                "is_causal=True) instead of softmax(q @ k.T)", _fused, _score_line),
@@ -143,22 +153,48 @@ CANDIDATES = (
 )
 
 
-def suggest(base: Estimate, usable: int, max_rounds: int = 6) -> list[Suggestion]:
-    """Ordered changes with their savings; enough to fit `usable` bytes when any set can."""
-    if base.peak_bytes <= usable * FITS_FRACTION:
-        return _all_single(base)
+MIXED_KEYS = {True: "bf16", False: "fp16", None: "bf16?"}
+"""The mixed-precision candidate for a GPU with bf16, without it, and not known."""
+
+
+def candidates(bf16: bool | None) -> tuple[_Candidate, ...]:
+    """The changes worth trying on a GPU: one mixed-precision change, in bf16 where the GPU
+    computes in it, in fp16 with loss scaling where it does not (Volta, Turing), and in bf16
+    with a caveat where the GPU is not known."""
+    mixed = MIXED_KEYS[bf16]
+    return tuple(c for c in CANDIDATES if c.key == mixed or c.key not in MIXED_KEYS.values())
+
+
+def suggest(base: Estimate, usable: int, bf16: bool | None = True,
+            shown: Estimate | None = None) -> list[Suggestion]:
+    """Ordered changes with their savings; enough to fit `usable` bytes when any set can.
+    Savings are measured on `base`, the static estimate. With `shown` (the traced figure for
+    the same script) they are taken off its peak, so no "peak after" exceeds the peak shown."""
+    shown = shown or base
+    offset = shown.peak_bytes - base.peak_bytes
+    tried = candidates(bf16)
+    if shown.peak_bytes <= usable * FITS_FRACTION:
+        return _anchored(_all_single(base, tried), shown, offset, cumulative=False)
+    return _anchored(_greedy(base, tried, usable * FITS_FRACTION - offset), shown, offset,
+                     cumulative=True)
+
+
+def _greedy(base: Estimate, tried: tuple[_Candidate, ...], target: float,
+            max_rounds: int = 6) -> list[Suggestion]:
+    """The biggest saving first, each measured on top of the ones before, until the static
+    peak is at most `target`."""
     out: list[Suggestion] = []
     current = base
     used: set[str] = set()
     deadline = time.monotonic() + MAX_SECONDS
     for _ in range(max_rounds):
         best = None
-        for cand in CANDIDATES:
+        for cand in tried:
             if cand.key in used and cand.key != "micro" or time.monotonic() > deadline:
                 continue
-            tried = _try(cand, current)
-            if tried and (best is None or tried[1].peak_bytes < best[1].peak_bytes):
-                best = (cand, tried[1])
+            attempt = _try(cand, current)
+            if attempt and (best is None or attempt[1].peak_bytes < best[1].peak_bytes):
+                best = (cand, attempt[1])
         if best is None or current.peak_bytes - best[1].peak_bytes < _threshold(base):
             break
         cand, after = best
@@ -166,23 +202,38 @@ def suggest(base: Estimate, usable: int, max_rounds: int = 6) -> list[Suggestion
                               cand.line(current), after.peak_bytes))
         used.add(cand.key)
         current = after
-        if current.peak_bytes <= usable * FITS_FRACTION:
+        if current.peak_bytes <= target:
             break
     return out
 
 
-def _all_single(base: Estimate) -> list[Suggestion]:
+def _all_single(base: Estimate, tried: tuple[_Candidate, ...]) -> list[Suggestion]:
     found = []
     deadline = time.monotonic() + MAX_SECONDS
-    for cand in CANDIDATES:
+    for cand in tried:
         if time.monotonic() > deadline:
             break
-        tried = _try(cand, base)
-        if tried and base.peak_bytes - tried[1].peak_bytes >= _threshold(base):
-            after = tried[1]
+        attempt = _try(cand, base)
+        if attempt and base.peak_bytes - attempt[1].peak_bytes >= _threshold(base):
+            after = attempt[1]
             found.append(Suggestion(cand.describe(base), base.peak_bytes - after.peak_bytes,
                                     cand.line(base), after.peak_bytes))
     return sorted(found, key=lambda s: -s.saves_bytes)
+
+
+def _anchored(found: list[Suggestion], shown: Estimate, offset: int,
+              cumulative: bool) -> list[Suggestion]:
+    """Move each "peak after" by the traced-minus-static difference, never below the CUDA
+    context (no change frees it), and recompute the savings from the moved figures: from the
+    shown peak for single changes, from the previous change's figure for cumulative ones."""
+    floor = shown.breakdown.get("cuda_context", 0)
+    before = shown.peak_bytes
+    out = []
+    for s in found:
+        after = min(before, max(floor, s.peak_after + offset))
+        out.append(Suggestion(s.change, before - after, s.line, after))
+        before = after if cumulative else before
+    return [s for s in out if s.saves_bytes > 0]
 
 
 def _threshold(base: Estimate) -> int:

@@ -3,7 +3,9 @@ two optimizer steps and count live storage exactly, in the static estimate's par
 
 The second step is the one reported: by then the optimizer state exists during forward,
 as it does for the rest of training. Ops run with CPU semantics (the machine's), so CUDA-only
-kernel choices such as dropout's bool mask are not reflected.
+kernel choices are not reflected: dropout's bool mask, and fused attention (the CPU runs
+scaled_dot_product_attention unfused when there is dropout, keeping each attention matrix for
+backward). The figure is labelled "traced on CPU", and the unfused case gets a note.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import logging
 import runpy
 import sys
 import warnings
@@ -31,9 +34,17 @@ class _Stop(Exception):
 
 @dataclass
 class TraceResult:
+    """What one traced run measured, and how it ended. `exit_code` is a non-zero
+    SystemExit's code (an int or sys.exit's message); `math_attention` says that
+    scaled_dot_product_attention ran without a fused kernel (it then keeps the full
+    attention matrices for backward, which CUDA's fused kernels do not)."""
+
     step_peaks: list[int] = field(default_factory=list)
     parts: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    exit_code: object = None
+    on_cpu: bool = True
+    math_attention: bool = False
 
     @property
     def peak_bytes(self) -> int:
@@ -47,17 +58,20 @@ def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
     if not path.is_file():
         raise TvisError(f"cannot trace {path}: no such file")
     session = _Session(steps, fake)
+    result = session.result
     try:
         with session.installed(path, argv or []):
             runpy.run_path(str(path), run_name="__main__")
-    except (_Stop, SystemExit):
+    except _Stop:
         pass
+    except SystemExit as exc:  # argparse's usage error is SystemExit(2); sys.exit() is 0
+        result.exit_code = exc.code if exc.code not in (None, 0) else None
     except Exception as exc:  # the script's own failure, reported rather than raised
         text = str(exc).splitlines()[0] if str(exc) else ""
-        session.result.error = f"{type(exc).__name__}: {text}"
-    if not session.result.step_peaks and session.result.error is None:
-        session.finish()
-    return session.result
+        result.error = f"{type(exc).__name__}: {text}"
+    if not result.step_peaks and result.error is None and session.backwards:
+        session.finish()  # backward ran but no optimizer stepped (a hand-written update)
+    return result
 
 
 class _Session:
@@ -109,11 +123,14 @@ class _Session:
         from tvis_tui.vram.oncpu import cuda_as_cpu
 
         backward, swap = torch.autograd.backward, torch.utils.swap_tensors
+        sdpa = torch.nn.functional.scaled_dot_product_attention
         handle = register_optimizer_step_post_hook(self.after_step)
         saved_argv, saved_path = sys.argv, list(sys.path)
         sys.argv, torch.autograd.backward = [str(path), *argv], self._counting(backward)
         torch.utils.swap_tensors = _swap_or_set(swap)
+        torch.nn.functional.scaled_dot_product_attention = self._watching(sdpa)
         sys.path.insert(0, str(path.parent))
+        self.result.on_cpu = not torch.cuda.is_available()
         modes = [FakeTensorMode(allow_non_fake_inputs=True)] if self.fake else []
         try:
             with contextlib.ExitStack() as stack:
@@ -123,11 +140,40 @@ class _Session:
                     self.tracker.pack, lambda t: t))
                 for mode in modes + [self.tracker]:
                     stack.enter_context(mode)
+                stack.enter_context(_quiet_fake_tensors())
                 yield
         finally:
             handle.remove()
             torch.autograd.backward, torch.utils.swap_tensors = backward, swap
+            torch.nn.functional.scaled_dot_product_attention = sdpa
             sys.argv, sys.path[:] = saved_argv, saved_path
+
+    def _watching(self, sdpa: Any) -> Any:
+        """F.scaled_dot_product_attention that notes a call no fused kernel served. Patched
+        on the module, so nn.MultiheadAttention (which calls it from there) is seen too."""
+        def watched_sdpa(*args: Any, **kwargs: Any) -> Any:
+            before = self.tracker.fused_attention
+            out = sdpa(*args, **kwargs)
+            if self.tracker.fused_attention == before:
+                self.result.math_attention = True
+            return out
+        return watched_sdpa
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensors() -> Iterator[None]:
+    """Fake tensors' own noise, not the script's: a shape error makes torch log its
+    traceback at ERROR before raising (the exception becomes tvis's one-line error), and
+    torch warns about data pointers of fake storages."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor")
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def _swap_or_set(swap: Any) -> Any:
@@ -200,25 +246,53 @@ def torch_available() -> bool:
     return True
 
 
-
+MATH_ATTENTION_NOTE = ("CPU attention ran unfused and kept every attention matrix; CUDA's fused "
+                       "kernels do not, so expect a lower GPU peak")
+SAVINGS_NOTE = "suggestion savings are estimated from the code and taken off the traced peak"
 
 
 def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> Any:
-    """An Estimate whose breakdown is the traced one, overheads added as the static path does."""
+    """An Estimate whose breakdown is the traced one, overheads added as the static path does;
+    TvisError when the run did not get as far as a training step, or failed or exited."""
     from tvis_tui.vram.estimate import ALLOCATOR_OVERHEAD, CUDA_CONTEXT, OVERHEAD_NOTE, Estimate
 
     result = trace(path, argv)
-    if result.error is not None:
-        raise TvisError(f"--trace: the script failed on fake tensors ({result.error}); "
-                        "the static estimate needs no --trace")
+    failure = _failure(result)
+    if failure is not None:
+        raise TvisError(f"--trace: {failure}")
     parts = dict(result.parts)
     tensors = sum(parts.values())
     on_cuda = static.settings.device == "cuda"
     parts["cuda_context"] = CUDA_CONTEXT if on_cuda else 0
     parts["allocator_overhead"] = int(tensors * ALLOCATOR_OVERHEAD) if on_cuda else 0
-    assumptions = ["traced: the script ran on fake tensors with CPU kernels for "
+    kernels = "CPU kernels" if result.on_cpu else "meta kernels"
+    assumptions = [f"traced: the script ran on fake tensors with {kernels} for "
                    f"{len(result.step_peaks)} step(s); the last step is reported"]
     if on_cuda:
         assumptions.append(OVERHEAD_NOTE)
-    return Estimate(str(path), parts, "traced", static.read, assumptions, "exact (traced)",
-                    static.facts, static.settings)
+    notes = [MATH_ATTENTION_NOTE] if result.math_attention and result.on_cpu else []
+    label = "traced on CPU" if result.on_cpu else "traced with fake CUDA tensors"
+    return Estimate(str(path), parts, "traced", static.read, assumptions, label,
+                    static.facts, static.settings, notes)
+
+
+def _failure(result: TraceResult) -> str | None:
+    """Why the run measured nothing a verdict can rest on, in one line; None when it did."""
+    if result.error is not None:
+        return (f"the script failed on fake tensors ({result.error}); "
+                "the static estimate needs no --trace")
+    when = (f"after {len(result.step_peaks)} training step(s)" if result.step_peaks
+            else "before its first training step")
+    code = result.exit_code
+    if code is not None:
+        how = f"status {code}" if isinstance(code, int) else f"the message {str(code)!r}"
+        hint = ""
+        if code == 2:
+            hint = "; if it needs arguments, give them with --script-args \"...\""
+        elif result.on_cpu and not result.step_peaks:
+            hint = "; under --trace torch.cuda.is_available() is False"
+        return f"the script exited with {how} {when}{hint}"
+    if not result.step_peaks:
+        return ("the script ended before its first training step (no backward() or optimizer "
+                "step ran), so there was nothing to measure")
+    return None

@@ -14,6 +14,13 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 _SCALAR = torch.ops.aten._local_scalar_dense.default
 _MKLDNN_RNN = torch.ops.aten.mkldnn_rnn_layer.default
+_FUSED_ATTENTION = frozenset(
+    getattr(torch.ops.aten, name).default for name in (
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+    if hasattr(torch.ops.aten, name))
+"""The kernels scaled_dot_product_attention uses when it does not materialise the attention
+matrix. Its math path has no op of its own: a call during which none of these ran took it."""
 
 MKLDNN_RNN_WORKSPACE = (61, 41)
 """oneDNN's LSTM training workspace, in bytes per (time step x batch x hidden) and per
@@ -42,12 +49,15 @@ class StorageTracker(TorchDispatchMode):
         self.snapshot_total = 0
         self.saved: set[int] = set()
         self.grads: set[int | None] = set()
+        self.fused_attention = 0  # calls of _FUSED_ATTENTION kernels, read around each SDPA call
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
         if self.fake and func is _SCALAR:
             dtype = args[0].dtype
             return False if dtype == torch.bool else 1.0 if dtype.is_floating_point else 1
         out = func(*args, **(kwargs or {}))
+        if func in _FUSED_ATTENTION:
+            self.fused_attention += 1
         if self.fake and func is _MKLDNN_RNN:
             steps, batch, hidden = out[0].shape[0], out[0].shape[1], out[1].shape[-1]
             per_step, per_row = MKLDNN_RNN_WORKSPACE
