@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from tvis_tui.errors import TvisError
 from tvis_tui.record.options import CAPTURE_MODES, CaptureOptions
@@ -41,16 +43,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the script and its arguments; everything from here on is the script's")
 
 
+MAX_STEPS = 2**32 - 1
+MAX_TENSOR_BYTES = 2**62
+"""Bounds the store can hold (its integers are at most 64 bits) and far past any real use."""
+
+
 def main(args: argparse.Namespace) -> int:
-    if not args.target:
+    target = args.target[1:] if args.target[:1] == ["--"] else args.target  # `run -- train.py`
+    if not target:
         raise TvisError("tvis run needs a script (or -m MODULE) to run")
-    if args.steps is not None and args.steps < 1:
-        raise TvisError(f"--steps {args.steps}: must be 1 or more")
-    if args.max_tensor_bytes < 0:
-        raise TvisError(f"--max-tensor-bytes {args.max_tensor_bytes}: must be 0 or more")
+    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
+        raise TvisError(f"--steps {args.steps}: must be from 1 to {MAX_STEPS}")
+    if not 0 <= args.max_tensor_bytes <= MAX_TENSOR_BYTES:
+        raise TvisError(f"--max-tensor-bytes {args.max_tensor_bytes}: must be from 0 to 2**62")
+    _check_name(args.name)
+    _check_out(args.out)
     from tvis_tui.record.runner import Options, Target, record
 
-    name, *rest = args.target
+    name, *rest = target
     target = Target(name, tuple(rest), module=args.module)
     options = Options(out_dir=args.out, name=args.name, steps=args.steps,
                       max_tensor_bytes=args.max_tensor_bytes, capture=CaptureOptions(
@@ -60,3 +70,17 @@ def main(args: argparse.Namespace) -> int:
                           include_files=tuple(args.include_files),
                           exclude_files=tuple(args.exclude_files)))
     return record(target, options)
+
+
+def _check_name(name: str | None) -> None:
+    """A run's name is one folder inside --out: `tvis ls OUT` must find it there."""
+    if name is not None and (not name or name in (".", "..") or "/" in name or os.sep in name):
+        raise TvisError(f"--name {name!r}: must be a plain folder name (no '/'; use --out for the folder)")
+
+
+def _check_out(out: str) -> None:
+    """Runs go beside each other; one inside another run's folder would be listed by nobody."""
+    from tvis_tui.store.runs import is_run
+
+    if is_run(Path(out)):
+        raise TvisError(f"--out {out}: is a run folder; give the folder that holds runs")

@@ -126,6 +126,7 @@ class Recorder:
     # -- install / uninstall -------------------------------------------------------------
 
     def install(self) -> None:
+        self._quiet_threads_at_step_limit()
         mod = torch.nn.modules.module
         optim = optimizer_module
         handles = [
@@ -177,9 +178,23 @@ class Recorder:
         Returns the number of steps recorded."""
         self.uninstall()
         steps = self.steps.finish()
-        self.writer.close(**final_meta, steps_recorded=steps, step_rule=self.steps.rule,
-                          warnings=list(self.warnings), **self.steps.run_meta())
+        try:
+            self.writer.close(**final_meta, steps_recorded=steps, step_rule=self.steps.rule,
+                              warnings=list(self.warnings), **self.steps.run_meta())
+        except Exception as exc:  # the last commit failed (a full disk): reported, not raised
+            self.writer.errors.append(f"closing the store failed: {type(exc).__name__}: {exc}")
         return steps
+
+    def _quiet_threads_at_step_limit(self) -> None:
+        """A script training in a thread of its own ends that thread at the step limit:
+        without this, Python would print StopRecording's traceback for it."""
+        previous = threading.excepthook
+
+        def excepthook(args: Any) -> None:
+            if args.exc_type is not StopRecording:
+                previous(args)
+        threading.excepthook = excepthook
+        self._undo.append(lambda: setattr(threading, "excepthook", previous))
 
     def _close_failed(self, call: OpenCall, ended: int, error: BaseException) -> None:
         """Close a wrapped call (backward, batch, loss function) that raised `error`."""

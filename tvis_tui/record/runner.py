@@ -4,6 +4,8 @@ with the recorder installed, and turning how it ended into run metadata and an e
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
 import importlib.util
 import os
 import platform
@@ -11,6 +13,8 @@ import runpy
 import socket
 import sys
 import traceback
+import types
+import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +25,7 @@ import torch
 from tvis_tui.errors import TvisError
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
+from tvis_tui.store.records import Site
 from tvis_tui.store.runs import new_run_path
 from tvis_tui.store.writer import RunWriter
 
@@ -39,19 +44,41 @@ class Target:
     module: bool = False
 
     def resolve(self) -> tuple[str, str]:
-        """(file that runs, folder whose files count as user code); TvisError if missing."""
+        """(what runs: a file, or a folder holding __main__.py; folder whose files count
+        as user code); TvisError if it cannot run."""
         if self.module:
-            try:
-                spec = importlib.util.find_spec(self.name)
-            except (ImportError, ValueError) as exc:
-                raise TvisError(f"-m {self.name}: {exc}") from None
-            if spec is None or spec.origin is None:
-                raise TvisError(f"-m {self.name}: no such module")
-            return spec.origin, os.getcwd()
+            return _module_origin(self.name), os.getcwd()
         path = Path(self.name)
-        if not path.is_file():
+        if self.name == "-":
+            raise TvisError("-: tvis cannot record a script read from stdin; save it to a file")
+        if path.is_dir():
+            if not (path / "__main__.py").is_file():
+                raise TvisError(f"{self.name}: a folder with no __main__.py: nothing to run")
+            return str(path), str(path.resolve())
+        if not path.exists():
             raise TvisError(f"{self.name}: no such file")
+        if not path.is_file():
+            raise TvisError(f"{self.name}: not a regular file")
         return str(path), str(path.resolve().parent)
+
+
+def _module_origin(name: str) -> str:
+    """The file `python -m name` runs, looked up as python does: from the current folder
+    first (tvis's own sys.path[0] is its entry point's folder)."""
+    saved = sys.path[0]
+    sys.path[0] = os.getcwd()
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if importlib.util.find_spec(f"{name}.__main__") is None:
+                raise TvisError(f"-m {name}: a package with no __main__ module: nothing to run")
+    except (ImportError, ValueError) as exc:
+        raise TvisError(f"-m {name}: {exc}") from None
+    finally:
+        sys.path[0] = saved
+    if spec is None or spec.origin is None:
+        raise TvisError(f"-m {name}: no such module")
+    return spec.origin
 
 
 @dataclass(frozen=True)
@@ -82,7 +109,7 @@ def record(target: Target, options: Options) -> int:
         _execute(target, script, outcome, recorder)
     finally:
         steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
-    _report(outcome, path, steps)
+    _report(outcome, path, steps, recorder.writer.errors)
     return outcome.exit_status
 
 
@@ -101,11 +128,15 @@ class _Outcome:
 def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder) -> None:
     saved_argv, saved_path0 = sys.argv[:], sys.path[0]
     sys.argv = [script if not target.module else target.name, *target.args]
-    sys.path[0] = os.getcwd() if target.module else os.path.dirname(os.path.abspath(script))
+    # As python: sys.path[0] is the script's folder with symlinks resolved (run_path puts a
+    # folder or zip app there itself), __file__ the script's absolute path.
+    sys.path[0] = os.getcwd() if target.module else os.path.dirname(os.path.realpath(script))
     try:
         if target.module:
             runpy.run_module(target.name, run_name="__main__", alter_sys=True)
-        else:
+        elif os.path.isfile(script) and not zipfile.is_zipfile(script):
+            _run_main(script)
+        else:  # a folder or zip app with __main__.py: runpy does what python does
             runpy.run_path(script, run_name="__main__")
     except StopRecording as exc:
         recorder.abandon(exc)
@@ -122,20 +153,45 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
     except KeyboardInterrupt as exc:
         recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
-    except Exception as exc:
+    except BaseException as exc:  # an exception deriving from BaseException crashes python too
         _failed(exc, outcome, recorder)
     finally:
         sys.argv, sys.path[0] = saved_argv, saved_path0
 
 
-def _failed(exc: Exception, outcome: _Outcome, recorder: Recorder) -> None:
+def _run_main(script: str) -> None:
+    """Run a script file as `python script.py` does: as a fresh `__main__` module with an
+    absolute `__file__` and a SourceFileLoader (runpy.run_path would also put the absolute
+    path into sys.argv[0], where python keeps the path as given)."""
+    path = os.path.abspath(script)
+    with open(path, "rb") as f:
+        source = f.read()
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+                         __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        # compile() decodes the bytes as python does (a BOM, a PEP 263 coding line).
+        exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     tb = _user_traceback(exc.__traceback__)
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     sys.stderr.write(text)
     site = recorder.sites.user_location(tb)
+    if site is None and isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        # The script did not compile: no frame of it ran, and the message holds the place.
+        site, lines = Site(exc.filename, exc.lineno), [exc.msg]
+    else:
+        lines = _text(exc).splitlines()
     where = f"{_display(site.file)}:{site.line}: " if site else ""
-    message = str(exc).splitlines()[0] if str(exc) else ""
-    exception = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    exception = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     failing = recorder.log.failing_call(exc)
     recorder.abandon(exc)
     outcome.set("crashed", 1, exception=exception, traceback=text, failing_seq=failing,
@@ -143,16 +199,23 @@ def _failed(exc: Exception, outcome: _Outcome, recorder: Recorder) -> None:
     outcome.summary = f"{where}{exception}"
 
 
+def _text(exc: BaseException) -> str:
+    """str(exc), or what python prints when the exception's __str__ itself raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"
+
+
 def _user_traceback(tb: Any) -> Any:
     """Drop the frames of tvis and runpy above the script, as `python script.py` shows."""
-    start = tb
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
         if not (name.startswith(str(Path(__file__).resolve().parents[1])) or name == runpy.__file__
                 or name.endswith("<frozen runpy>")):
             return tb
         tb = tb.tb_next
-    return start
+    return None  # it never reached the script's code (a syntax error): python shows no frames
 
 
 def _display(path: str) -> str:
@@ -162,8 +225,12 @@ def _display(path: str) -> str:
         return path
 
 
-def _report(outcome: _Outcome, path: Path, steps: int) -> None:
+def _report(outcome: _Outcome, path: Path, steps: int, write_errors: list[str]) -> None:
     where = _display(str(path))
+    if write_errors:
+        print(f"tvis: warning: the run is incomplete: {write_errors[0]}"
+              f"{f' (and {len(write_errors) - 1} more write errors)' if len(write_errors) > 1 else ''}",
+              file=sys.stderr)
     if outcome.summary is not None:
         print(f"tvis: {outcome.summary} (run saved to {where})", file=sys.stderr)
     else:

@@ -1,0 +1,152 @@
+"""`tvis run` starts a script as python would, and every way a start or an end can go
+wrong is a one-line message, with the run kept where there is one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from .helpers import tvis_cli, tvis_env, write_script
+from tvis_tui.record import runner
+from tvis_tui.store import RunReader
+from tvis_tui.store.writer import RunWriter
+
+ENTRY_POINT = shutil.which("tvis", path=str(Path(sys.executable).parent))
+
+
+def tvis_command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The installed `tvis` command: unlike `python -m tvis_tui.cli`, it does not put the
+    current folder on sys.path, so a script's imports resolve as they would for a user."""
+    if ENTRY_POINT is None:
+        pytest.skip("the tvis console script is not installed next to this python")
+    return subprocess.run([ENTRY_POINT, *args], cwd=cwd, env=tvis_env(), capture_output=True,
+                          text=True, timeout=60)
+
+
+def python(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=tvis_env(), capture_output=True,
+                          text=True, timeout=60)
+
+
+SHOW_START = """
+    import os, sys
+    print(__file__, sys.argv, sys.path[0], type(__loader__).__name__, __package__, __spec__)
+    import helper
+    print(helper.WHERE, os.path.dirname(os.path.realpath(__file__)) == sys.path[0])
+"""
+
+
+def test_a_script_starts_as_under_python_even_through_a_symlink(tmp_path):
+    real = write_script(tmp_path / "real", SHOW_START, "show.py")
+    write_script(tmp_path / "real", "WHERE = 'helper beside the real file'", "helper.py")
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "show.py").symlink_to(real)
+    for given in ("real/show.py", "links/show.py"):
+        under_python = python(given, "--lr", "1", cwd=tmp_path)
+        under_tvis = tvis_command("run", "--out", "runs", given, "--lr", "1", cwd=tmp_path)
+        assert under_python.returncode == under_tvis.returncode == 0, under_tvis.stderr
+        assert under_tvis.stdout == under_python.stdout
+        assert under_tvis.stdout.startswith(f"{tmp_path / given} ['{given}', '--lr', '1'] ")
+
+
+def test_module_and_folder_targets_run_from_the_current_folder(tmp_path):
+    write_script(tmp_path, "", "pkg/__init__.py")
+    write_script(tmp_path, "import sys; print('mod', sys.argv[1:])", "pkg/mod.py")
+    write_script(tmp_path, "print('package main')", "pkg/__main__.py")
+    write_script(tmp_path, "print('folder main')", "app/__main__.py")
+    assert tvis_command("run", "--out", "runs", "-m", "pkg.mod", "x", cwd=tmp_path).stdout == "mod ['x']\n"
+    assert tvis_command("run", "--out", "runs", "-m", "pkg", cwd=tmp_path).stdout == "package main\n"
+    assert tvis_command("run", "--out", "runs", "app", cwd=tmp_path).stdout == "folder main\n"
+    assert tvis_command("run", "--out", "runs", "--", "app", cwd=tmp_path).stdout == "folder main\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-m", "json"], "-m json: a package with no __main__ module: nothing to run"),
+    (["-"], "-: tvis cannot record a script read from stdin; save it to a file"),
+    (["empty_folder"], "empty_folder: a folder with no __main__.py: nothing to run"),
+    (["--steps", "99999999999999999999", "t.py"], "--steps 99999999999999999999: must be from 1 to 4294967295"),
+    (["--max-tensor-bytes", "99999999999999999999", "t.py"],
+     "--max-tensor-bytes 99999999999999999999: must be from 0 to 2**62"),
+    (["--name", "a/b", "t.py"], "--name 'a/b': must be a plain folder name (no '/'; use --out for the folder)"),
+    (["--name", "..", "t.py"], "--name '..': must be a plain folder name (no '/'; use --out for the folder)"),
+    (["--out", "runs/r", "t.py"], "--out runs/r: is a run folder; give the folder that holds runs"),
+])
+def test_a_target_or_option_that_cannot_run_is_one_line_and_leaves_no_run(tmp_path, args, message):
+    write_script(tmp_path, "print('ran')", "t.py")
+    (tmp_path / "empty_folder").mkdir()
+    RunWriter(tmp_path / "runs" / "r").close()
+    proc = tvis_cli("run", *(["--out", "runs"] if "--out" not in args else []), *args, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"tvis: error: {message}\n", "")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["r"]
+
+
+@pytest.mark.parametrize("source, summary", [
+    ("def f(:\n    pass\n", "bad.py:1: SyntaxError: invalid syntax"),
+    ("class Stop(BaseException):\n    pass\nraise Stop('base')\n", "bad.py:3: Stop: base"),
+    ("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()\n",
+     "bad.py:4: E: <exception str() failed>"),
+])
+def test_a_script_that_fails_reads_as_under_python_and_is_recorded_as_crashed(tmp_path, source, summary):
+    (tmp_path / "bad.py").write_text(source)
+    under_python = python("bad.py", cwd=tmp_path)
+    proc = tvis_cli("run", "--out", "runs", "--name", "b", "bad.py", cwd=tmp_path)
+    assert proc.returncode == under_python.returncode == 1
+    *shown, last = proc.stderr.splitlines()
+    assert "\n".join(shown) + "\n" == under_python.stderr  # no tvis or runpy frames
+    assert last == f"tvis: {summary} (run saved to runs/b)"
+    with RunReader(tmp_path / "runs" / "b") as run:
+        assert (run.meta()["status"], run.meta()["exit_status"]) == ("crashed", 1)
+
+
+def test_a_training_thread_ends_quietly_at_the_step_limit(tmp_path):
+    write_script(tmp_path, """
+        import threading, torch
+        net = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        def train():
+            for _ in range(5):
+                opt.zero_grad()
+                net(torch.ones(3, 2)).sum().backward()
+                opt.step()
+        worker = threading.Thread(target=train)
+        worker.start()
+        worker.join()
+        print('joined')
+    """)
+    proc = tvis_cli("run", "--out", "runs", "--steps", "2", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "joined\n"
+    assert proc.stderr.splitlines()[-1].startswith("tvis: recorded 2 steps (ok)"), proc.stderr
+
+
+def test_store_write_failures_are_reported_and_training_goes_on(tmp_path, monkeypatch, capsys):
+    script = write_script(tmp_path, """
+        import torch
+        net = torch.nn.Linear(2, 1)
+        for _ in range(3):
+            net(torch.ones(3, 2)).sum().backward()
+        print('trained')
+    """)
+    commit = RunWriter._commit
+    commits = []
+
+    def full_disk(self):
+        commits.append(1)
+        if len(commits) > 2:  # the run's start is on disk; then the disk is full
+            self._pending.clear()
+            raise lmdb.Error("mdb_txn_commit: No space left on device")
+        commit(self)
+    monkeypatch.setattr(RunWriter, "_commit", full_disk)
+    monkeypatch.chdir(tmp_path)
+    status = runner.record(runner.Target(str(script), ()), runner.Options(out_dir="runs", name="f"))
+    out, err = capsys.readouterr()
+    assert status == 0 and out == "trained\n"
+    warning, saved = err.splitlines()[-2:]
+    assert warning.startswith("tvis: warning: the run is incomplete: ")
+    assert warning.endswith("Error: mdb_txn_commit: No space left on device")
+    assert saved.startswith("tvis: recorded 3 steps (ok)")
