@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -98,7 +99,8 @@ def test_fail_on_threshold(script, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--fail-on", "fatal"], ["--select", "TV999"],
-                                  ["--explain", "TV999"], ["--format", "markdown"]])
+                                  ["--explain", "TV999"], ["--format", "markdown"],
+                                  ["--select", ","], ["--ignore", " , "]])
 def test_usage_errors_exit_2_with_one_line(script, capsys, argv):
     code, _, err = run(capsys, *argv, script)
     assert code == 2 and err.startswith("tvis: error:") and err.count("\n") == 1
@@ -107,6 +109,54 @@ def test_usage_errors_exit_2_with_one_line(script, capsys, argv):
 def test_missing_path_is_usage_error(tmp_path, capsys):
     code, _, err = run(capsys, tmp_path / "nope.py")
     assert code == 2 and "no such file or folder" in err
+
+
+def test_paths_that_are_not_files_say_what_they_are(tmp_path, capsys):
+    loop = tmp_path / "loop.py"
+    loop.symlink_to(tmp_path / "other.py")
+    (tmp_path / "other.py").symlink_to(loop)
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "dangling.py"
+    dangling.symlink_to(tmp_path / "gone.py")
+    for path, why in [(loop, "symbolic link loop"), (fifo, "not a regular file (a named pipe)"),
+                      ("/dev/null", "not a regular file (a character device)"),
+                      (dangling, "broken symbolic link")]:
+        code, out, err = run(capsys, path)
+        assert code == 2 and out == "" and err.startswith(f"tvis: error: {path}: {why}")
+        assert err.count("\n") == 1
+
+
+def test_a_pipe_inside_a_folder_is_skipped_not_read(script, capsys):
+    os.mkfifo(script.parent / "pipe.py")  # reading it would block forever
+    code, out, _ = run(capsys, *ONLY_TV001, script.parent)
+    assert code == 1 and "pipe.py:1:1: E000 skipped: not a regular file (a named pipe)" in out
+    assert f"{script}:{LEAK_LINE}:5: TV001" in out
+
+
+def test_folder_without_python_files_is_an_error(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("x = 1\n")
+    code, out, err = run(capsys, tmp_path)
+    assert code == 2 and out == ""
+    assert err == f"tvis: error: no Python files found in {tmp_path}; nothing was checked\n"
+
+
+def test_coding_declaration_is_honoured(tmp_path, capsys):
+    path = tmp_path / "latin.py"
+    path.write_bytes(("# -*- coding: latin-1 -*-\nname = 'caf\xe9'\n" + LEAKY)
+                     .encode("latin-1"))
+    code, out, _ = run(capsys, *ONLY_TV001, path)
+    assert code == 1 and "E000" not in out
+    first, source = out.splitlines()[:2]
+    assert first.startswith(f"{path}:{LEAK_LINE + 2}:5: TV001 [error]")
+    assert source == "        losses.append(loss)"
+    path.write_bytes(b"# coding: ascii\nname = 'caf\xc3\xa9'\n")
+    code, out, _ = run(capsys, path)
+    assert code == 1
+    assert "latin.py:2:1: E000 not ascii as its coding declaration says (byte 27)" in out
+    path.write_bytes(b"# coding: klingon\nx = 1\n")
+    code, out, _ = run(capsys, path)
+    assert code == 1 and "E000 unknown encoding 'klingon' in its coding declaration" in out
 
 
 def test_select_and_ignore(script, capsys):
@@ -135,6 +185,9 @@ def test_pyproject_config_selects_and_overrides_severity(script, tmp_path, capsy
     assert code == 0 and "TV001 [info]" in out
     pyproject.write_text('[tool.tvis.check]\nignore = ["TV001"]\n')
     assert run(capsys, *ONLY_TV001, script)[0] == 0
+    pyproject.write_text('[tool.tvis.check]\nselect = []\n')
+    code, _, err = run(capsys, script)
+    assert code == 2 and "select = [] names no rule" in err
     pyproject.write_text('[tool.tvis.check]\nselct = ["TV001"]\n')
     code, _, err = run(capsys, script)
     assert code == 2 and "unknown key 'selct'" in err
@@ -197,6 +250,26 @@ def test_gpu_option_adds_the_estimators_findings(script, capsys, monkeypatch):
     code, out, _ = run(capsys, *ONLY_TV001, "--format", "json", "--gpu", "h100", script)
     rules = [f["rule"] for f in json.loads(out)["findings"]]
     assert code == 1 and calls == [([str(script)], "h100")] and rules == ["TV900", "TV001"]
+
+
+@pytest.mark.parametrize("verdict, severity, code", [
+    ("fits", "info", 0), ("tight", "warning", 0), ("does not fit", "error", 1)])
+def test_only_a_script_that_does_not_fit_fails(tmp_path, capsys, monkeypatch,
+                                               verdict, severity, code):
+    clean = tmp_path / "clean.py"
+    clean.write_text(LEAKY.replace("losses.append(loss)", "losses.append(loss.item())"))
+    finding = {"path": str(clean), "line": 4, "column": 1, "rule": "TV900",
+               "severity": severity, "category": "memory", "message": f"{verdict} on H100"}
+    monkeypatch.setitem(sys.modules, "tvis_tui.vram.check_hook", types.SimpleNamespace(
+        vram_findings=lambda paths, gpu: [finding]))
+    got, out, _ = run(capsys, "--gpu", "h100", clean)
+    assert got == code and f"TV900 [{severity}] {verdict} on H100" in out
+
+
+def test_unknown_gpu_names_what_check_accepts(script, capsys):
+    code, out, err = run(capsys, "--gpu", "nosuch", script)
+    assert code == 2 and out == ""
+    assert err == "tvis: error: unknown GPU 'nosuch'; `tvis gpus` lists the known ones\n"
 
 
 def test_check_runs_with_torch_unimportable(script):

@@ -49,6 +49,30 @@ def test_qualnames_through_every_import_spelling():
                      "torch.optim.Adam", "torch.nn.functional.relu", None]
 
 
+def test_qualnames_through_star_imports_of_torch_modules():
+    (ctx,) = contexts("""
+        from torch.nn import *
+        from torch.optim.lr_scheduler import *
+        from torch.utils.data import *
+        from mylib import *
+        class Net(Module):
+            pass
+        def build(Linear):
+            return Linear(2)
+        Dropout = make_dropout
+        CrossEntropyLoss(); StepLR(o); DataLoader(d); Net(); Dropout()
+        print(x)
+    """)
+    names = {ctx.text(c.func): ctx.qualname(c.func) for c in ctx.calls}
+    assert names == {
+        "Linear": None,  # a parameter shadows the star import
+        "CrossEntropyLoss": "torch.nn.CrossEntropyLoss",
+        "StepLR": "torch.optim.lr_scheduler.StepLR",  # not torch.nn, though capitalised
+        "DataLoader": "torch.utils.data.DataLoader",
+        "Net": "m0.Net", "Dropout": None, "print": None,  # defined or assigned here
+    }
+
+
 def test_types_follow_single_assignments_chains_and_call_sites():
     (ctx,) = contexts("""
         import torch
@@ -172,6 +196,18 @@ def test_types_of_unpacked_tuples():
     assert ctx.is_dataloader(call(ctx, "train_loader.x()").receiver)
     assert ctx.type_of(call(ctx, "n.x()").receiver) is None
     assert ctx.is_optimizer(call(ctx, "opt.x()").receiver)
+
+
+def test_written_out_tuples_bind_each_name_to_its_value():
+    (ctx,) = contexts("""
+        a, (b, c) = [], ({}, 0)
+        d, *rest = [], []
+        e, f = make()
+        a.x(); b.x(); c.x(); d.x(); e.x()
+    """)
+    values = [ctx.value_of(call(ctx, f"{name}.x()").receiver) for name in "abcde"]
+    assert [ctx.text(v) if v is not None else None for v in values] == \
+        ["[]", "{}", "0", None, None]
 
 
 def test_recursive_factories_end():

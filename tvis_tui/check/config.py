@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +30,10 @@ class CheckConfig:
 
 def find_pyproject(start: Path) -> Path | None:
     """The nearest pyproject.toml in `start` (a file's folder, or a folder) or above it."""
-    folder = start.resolve()
+    try:
+        folder = start.resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        folder = Path(os.path.abspath(start))
     if not folder.is_dir():
         folder = folder.parent
     for candidate in (folder, *folder.parents):
@@ -56,6 +60,8 @@ def load_config(start: Path) -> CheckConfig:
     config = CheckConfig(path=path)
     if "select" in table:
         config.select = _id_list(path, "select", table["select"])
+        if not config.select:  # would run no rule and pass every file
+            raise TvisError(f"{path}: select = [] names no rule; leave it out to run them all")
     config.ignore = _id_list(path, "ignore", table.get("ignore", []))
     severities = table.get("severity", {})
     if not isinstance(severities, dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,7 +13,7 @@ from tvis_tui.check.context import Context
 from tvis_tui.check.findings import FileProblem, Finding, Severity
 from tvis_tui.check.project import FileModel, Project
 from tvis_tui.check.rule import Rule
-from tvis_tui.check.source import SourceFile, load, parse
+from tvis_tui.check.source import SourceFile, file_kind, load, parse
 from tvis_tui.errors import TvisError
 
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
@@ -42,8 +43,23 @@ def collect_files(paths: Sequence[str]) -> list[tuple[Path, str]]:
                         full = Path(folder) / name
                         found[str(full)] = full
         else:
-            raise TvisError(f"{raw}: no such file or folder")
+            raise TvisError(f"{raw}: {why_unusable(raw)}")
     return [(path, display) for display, path in sorted(found.items())]
+
+
+def why_unusable(raw: str) -> str:
+    """Why a named path is neither a file nor a folder to check, in words."""
+    try:
+        mode = os.stat(raw).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if exc.errno == errno.ENOENT and os.path.lexists(raw):
+            return "broken symbolic link (its target does not exist)"
+        if exc.errno == errno.ENOENT:
+            return "no such file or folder"
+        return f"cannot read: {exc.strerror or exc}"
+    return f"not a regular file ({file_kind(mode)})"
 
 
 def check_sources(sources: list[SourceFile], rules: Sequence[type[Rule]],

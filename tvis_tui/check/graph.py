@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
-from tvis_tui.check.syntax import text, unwrap
+from tvis_tui.check.index import Call
+from tvis_tui.check.syntax import enclosing, identifiers, text, unwrap
+from tvis_tui.check.trained import is_frozen
 
 if TYPE_CHECKING:
     from tvis_tui.check.context import Context
@@ -28,6 +30,10 @@ PLAIN_FUNCTIONS = frozenset({"float", "int", "bool", "str", "len", "round", "rep
 NON_GRAPH_ATTRIBUTES = frozenset({"shape", "dtype", "device", "data", "ndim", "is_cuda",
                                   "requires_grad", "grad", "layout", "grad_fn", "is_leaf"})
 _MAX_DEPTH = 8
+FLOW_HOPS = 5
+"""How many assignments back `flows_into` follows: enough for REINFORCE's
+`saved -> for log_prob in zip(saved, ...) -> terms.append(...) -> loss = cat(terms).sum()`."""
+FILLING_METHODS = ("append", "extend", "insert", "appendleft")
 
 
 def is_graph_source(ctx: "Context", call_node: Node) -> bool:
@@ -78,9 +84,12 @@ def carries_graph(ctx: "Context", expr: Node | None, at: Node, depth: int = 0) -
 
 
 def _call_carries(ctx: "Context", expr: Node, at: Node, depth: int) -> bool:
-    if is_graph_source(ctx, expr):
-        return True
     call = ctx.call_at(expr)
+    if is_graph_source(ctx, expr):
+        # a frozen model (a fixed feature extractor) adds no graph of its own; its output
+        # has one only when its input does (a frozen discriminator on a generator's output)
+        return not _runs_frozen_model(ctx, call) or \
+            any(carries_graph(ctx, arg, at, depth + 1) for arg in call.args)
     if call is None:
         return False
     if call.method is not None:
@@ -91,7 +100,9 @@ def _call_carries(ctx: "Context", expr: Node, at: Node, depth: int) -> bool:
         return False
     qual = ctx.qualname(call.func) or ""
     if qual.startswith("torch.") and not qual.startswith("torch.nn."):
-        return any(carries_graph(ctx, arg, at, depth + 1) for arg in call.args)
+        # keywords too: `Categorical(logits=policy(x))` is built from the policy's output
+        return any(carries_graph(ctx, arg, at, depth + 1)
+                   for arg in [*call.args, *call.kwargs.values()])
     return any(_returns_graph(ctx, ref, depth) for ref in ctx.project.callees(ctx.file, call)
                if not ref.region.name.startswith("__"))
 
@@ -114,8 +125,22 @@ def _name_carries(ctx: "Context", name: Node, at: Node, depth: int) -> bool:
     if _backward_on_same_value(ctx, name, at):
         return True
     latest = ctx.latest_binding(name, at)
-    return latest is not None and latest[1] is not None and \
-        carries_graph(ctx, latest[1], latest[0], depth + 1)
+    if latest is None or latest[1] is None or _computed_without_grad(ctx, *latest):
+        return False
+    return carries_graph(ctx, latest[1], latest[0], depth + 1)
+
+
+def _runs_frozen_model(ctx: "Context", call: Call) -> bool:
+    target = call.receiver if call.method == "forward" else call.func
+    return is_frozen(ctx.project, ctx.file, target) and ctx.loss_class(target) is None
+
+
+def _computed_without_grad(ctx: "Context", target: Node, value: Node) -> bool:
+    """`feats = backbone(x)` under `torch.no_grad()`: a result computed there has no graph
+    (a plain alias, `y = loss`, is still the tensor that has one)."""
+    value = unwrap(value)
+    return value is not None and value.type in ("call", "binary_operator", "unary_operator") \
+        and ctx.grad_disabled(target)
 
 
 def _backward_on_same_value(ctx: "Context", name: Node, at: Node) -> bool:
@@ -131,3 +156,53 @@ def _backward_on_same_value(ctx: "Context", name: Node, at: Node) -> bool:
     return any(start <= c.node.start_byte < end and ctx.text(c.receiver) == raw
                for c in ctx.calls_named("backward")
                if c.receiver is not None and function.contains(c.node))
+
+
+def flows_into(ctx: "Context", expr: Node, at: Node) -> list[Node]:
+    """`expr` and the expressions its value was made from, `FLOW_HOPS` steps back in the
+    same function: the last assignment of each name in it, what was appended to a list it
+    names (`terms.append(-log_prob * r)`), and the iterable of a loop variable
+    (`for log_prob, r in zip(saved, returns)`)."""
+    found: list[Node] = []
+    seen: set[int] = set()
+    frontier = [(expr, at)]
+    for _ in range(FLOW_HOPS):
+        following = []
+        for node, where in frontier:
+            if node.id in seen:
+                continue
+            seen.add(node.id)
+            found.append(node)
+            for name in identifiers(node):
+                following += _made_from(ctx, name, where)
+        frontier = following
+    return found
+
+
+def _made_from(ctx: "Context", name: Node, at: Node) -> list[tuple[Node, Node]]:
+    """(expression, its position) for what the value of `name` at `at` was built from."""
+    found = []
+    latest = ctx.latest_binding(name, at)
+    if latest is not None and latest[1] is not None:
+        found.append((latest[1], latest[0]))
+    elif latest is not None:
+        loop = enclosing(latest[0], "for_statement", stop=("block",))
+        iterable = loop.child_by_field_name("right") if loop is not None else None
+        if iterable is not None:
+            found.append((iterable, loop))
+    function = ctx.function_of(at)
+    for call in _fills(ctx).get(text(name), ()):
+        if call.node.start_byte < at.start_byte and ctx.function_of(call.node) is function:
+            found += [(arg, call.node) for arg in call.args]
+    return found
+
+
+def _fills(ctx: "Context") -> dict[str, list]:
+    """`append`/`extend`/... calls of this file by the name of the list they fill."""
+    key = ("fills", id(ctx.file))
+    if key not in ctx.project.memo:
+        found: dict[str, list] = {}
+        for call in ctx.calls_named(*FILLING_METHODS):
+            found.setdefault(ctx.text(call.receiver), []).append(call)
+        ctx.project.memo[key] = found
+    return ctx.project.memo[key]

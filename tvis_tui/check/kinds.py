@@ -76,3 +76,54 @@ def is_model_factory(qualname: str) -> bool:
         return qualname.endswith(".from_pretrained") and "Tokenizer" not in qualname \
             and "Config" not in qualname and "Processor" not in qualname
     return qualname.startswith(MODEL_FACTORY_PREFIXES[:2])
+
+
+STAR_EXPORTS: dict[str, frozenset[str]] = {
+    "torch": frozenset({
+        "tensor", "as_tensor", "from_numpy", "zeros", "zeros_like", "ones", "empty", "full",
+        "eye", "arange", "linspace", "rand", "randn", "randint", "scalar_tensor",
+        "manual_seed", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled",
+        "autocast", "load", "compile", "softmax", "log_softmax", "sigmoid", "device",
+        "Tensor", "FloatTensor", "LongTensor"}),
+    "torch.optim": frozenset({
+        "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "ASGD", "LBFGS", "NAdam",
+        "RAdam", "RMSprop", "Rprop", "SparseAdam", "Adafactor", "Optimizer"}),
+    "torch.optim.lr_scheduler": frozenset({
+        "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+        "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "ChainedScheduler",
+        "SequentialLR", "ReduceLROnPlateau", "CyclicLR", "OneCycleLR",
+        "CosineAnnealingWarmRestarts", "LRScheduler"}),
+    "torch.utils.data": frozenset({
+        "DataLoader", "Dataset", "IterableDataset", "TensorDataset", "ConcatDataset",
+        "ChainDataset", "Subset", "StackDataset", "random_split", "Sampler", "RandomSampler",
+        "SequentialSampler", "BatchSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+        "DistributedSampler", "default_collate", "get_worker_info"}),
+    "torch.nn.functional": frozenset({
+        "softmax", "log_softmax", "sigmoid", "relu", "gelu", "silu", "tanh", "dropout",
+        "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+        "one_hot", "normalize", "linear",
+        "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+        "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+        "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "ctc_loss",
+        "poisson_nll_loss", "gaussian_nll_loss", "soft_margin_loss", "multi_margin_loss",
+        "hinge_embedding_loss"}),
+}
+"""What `from MODULE import *` brings in, for the torch modules whose names the engine knows
+(the functions, optimizers, schedulers and loaders its tables and rules name)."""
+STAR_CAPITALISED = frozenset({"torch.nn"})
+"""Modules whose every capitalised public name is a class the engine recognises by prefix
+(`torch.nn.X`: a layer, container or loss), so `from torch.nn import *` needs no list."""
+
+
+def star_origin(name: str, star_modules: list[str]) -> str | None:
+    """The module a bare `name` comes from through the file's `from M import *` lines (in
+    order), or None. A later star import shadows an earlier one, as in Python; the listed
+    names are checked before the capitalised-class guess, so `StepLR` is a scheduler even
+    after `from torch.nn import *`."""
+    for module in reversed(star_modules):
+        if name in STAR_EXPORTS.get(module, ()):
+            return module
+    for module in reversed(star_modules):
+        if module in STAR_CAPITALISED and name[:1].isupper() and name != "Parameter":
+            return module
+    return None

@@ -51,5 +51,7 @@ def select_rules(select: list[str] | None, ignore: list[str]) -> list[type[Rule]
     def matches(rule_id: str, prefixes: list[str]) -> bool:
         return any(p.upper() == "ALL" or rule_id.startswith(p.upper()) for p in prefixes)
 
+    if select is not None and not select:  # would pass every file without a word
+        raise TvisError("select names no rule: nothing would be checked")
     return [rule for rule in all_rules()
             if (select is None or matches(rule.id, select)) and not matches(rule.id, ignore)]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import codecs
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -16,6 +18,9 @@ from tvis_tui.check.findings import FileProblem
 MAX_FILE_BYTES = 2_000_000
 """Files larger than this (bytes) are skipped: they are generated code, not training scripts,
 and parsing them would dominate the run time of a check."""
+
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+"""PEP 263's coding declaration, the pattern Python's tokenizer uses."""
 
 _IGNORE = re.compile(r"#\s*tvis:\s*(ignore-file|ignore)\b(?:\[([A-Za-z0-9_,\s]*)\])?")
 
@@ -86,7 +91,8 @@ def _suppressions(comments: list[tree_sitter.Node]) -> Suppressions:
     return found
 
 
-def _comments(root: tree_sitter.Node) -> list[tree_sitter.Node]:
+def comments(root: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """Every comment node under `root`, in source order."""
     query = _comment_query()
     return tree_sitter.QueryCursor(query).captures(root).get("c", [])
 
@@ -128,7 +134,11 @@ def _syntax_problem(data: bytes, display: str, root: tree_sitter.Node) -> FilePr
 def load(path: Path, display: str) -> SourceFile | FileProblem:
     """Read and parse `path`, or say in one line why it cannot be checked."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        size = info.st_size
+        if not stat.S_ISREG(info.st_mode):  # reading a FIFO would wait forever
+            return FileProblem(display, f"skipped: not a regular file "
+                                        f"({file_kind(info.st_mode)})", fails=False)
         if size > MAX_FILE_BYTES:
             return FileProblem(display, f"skipped: {size:,} bytes is larger than the "
                                         f"{MAX_FILE_BYTES:,}-byte limit for checked files",
@@ -140,15 +150,56 @@ def load(path: Path, display: str) -> SourceFile | FileProblem:
 
 
 def parse(data: bytes, display: str) -> SourceFile | FileProblem:
-    """Parse source bytes; problems (not UTF-8, syntax error) come back as a FileProblem."""
+    """Parse source bytes; problems (cannot be decoded, syntax error) come back as a
+    FileProblem."""
     try:
-        data.decode("utf-8")
+        utf8 = decode_source(data).encode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        return FileProblem(display, f"not UTF-8 (byte {exc.start}); file not checked", line)
-    tree = _parser().parse(data)
+        declared = declared_encoding(data)
+        name = f"{declared} as its coding declaration says" if declared else "UTF-8"
+        return FileProblem(display, f"not {name} (byte {exc.start}); file not checked", line)
+    except LookupError as exc:
+        return FileProblem(display, f"{exc}; file not checked")
+    tree = _parser().parse(utf8)
     if tree.root_node.has_error:
         problem = _syntax_problem(data, display, tree.root_node)
         if problem is not None:
             return problem
-    return SourceFile(display, data, tree, _suppressions(_comments(tree.root_node)))
+    return SourceFile(display, utf8, tree, _suppressions(comments(tree.root_node)))
+
+
+def decode_source(data: bytes) -> str:
+    """The text of a Python file as Python reads it: in the encoding its PEP 263 coding
+    declaration names (`# -*- coding: latin-1 -*-` on line 1 or 2), else UTF-8.
+
+    Raises UnicodeDecodeError for bytes the encoding cannot read, LookupError for a
+    declared encoding Python does not know."""
+    encoding = declared_encoding(data) or "utf-8"
+    if data.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8-sig"  # Python drops the mark (and would refuse another encoding)
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise LookupError(f"unknown encoding {encoding!r} in its coding declaration") from None
+    return data.decode(encoding)
+
+
+def declared_encoding(data: bytes) -> str | None:
+    """The encoding a PEP 263 declaration names; line 2 counts only after a comment or
+    blank line 1, as in Python's own tokenizer."""
+    for number, line in enumerate(data.split(b"\n", 2)[:2]):
+        match = _CODING.match(line)
+        if match:
+            return match.group(1).decode("ascii")
+        if number == 0 and line.strip() and not line.lstrip().startswith(b"#"):
+            return None
+    return None
+
+
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, in words."""
+    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISDIR, "a folder"))
+    return next((name for test, name in kinds if test(mode)), "not a file")

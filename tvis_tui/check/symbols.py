@@ -9,9 +9,12 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from tvis_tui.check.index import FileIndex, Region
+from tvis_tui.check.kinds import star_origin
 from tvis_tui.check.syntax import dotted, text, unwrap
 
 _UNKNOWN = None  # an assignment whose value cannot be followed (tuple target, loop variable)
+_PATTERNS = ("pattern_list", "tuple_pattern", "list_pattern", "tuple", "list")
+_STARRED = ("list_splat", "list_splat_pattern")
 
 
 class Symbols:
@@ -21,6 +24,8 @@ class Symbols:
         self.index = index
         self.module = module
         self.imports: dict[str, str] = {}
+        self.star_modules: list[str] = []
+        """Modules imported with `from M import *`, in file order."""
         self.bindings: dict[tuple[Region, str], list[tuple[Node, Node | None]]] = {}
         self._params: dict[int, set[str]] = {}
         self._qualnames: dict[int, str | None] = {}
@@ -56,6 +61,8 @@ class Symbols:
                     self.imports[head] = head
             return
         module = text(node.child_by_field_name("module_name")).lstrip(".")
+        if any(child.type == "wildcard_import" for child in node.children):
+            self.star_modules.append(module)
         for item in node.children_by_field_name("name"):
             if item.type == "aliased_import":
                 name = text(item.child_by_field_name("name"))
@@ -85,8 +92,11 @@ class Symbols:
         if head is None or head.type != "identifier":
             return None
         name = text(head)
+        star = None
         if name not in self.imports and not self._defined_here(name):
-            return None  # the common case (`self.fc`, `x.view`): answer before building
+            star = self._star_origin(head)
+            if star is None:
+                return None  # the common case (`self.fc`, `x.view`): answer before building
         chain = dotted(unwrap(node))
         if chain is None:
             return None
@@ -96,7 +106,17 @@ class Symbols:
             return f"{base}.{rest}" if rest else base
         if not rest and self._defined_here(head):
             return f"{self.module}.{head}"
+        if star is not None:
+            return f"{star}.{chain}"
         return None
+
+    def _star_origin(self, name: Node) -> str | None:
+        """The torch module a bare name comes from through `from torch.nn import *`; None
+        when the file binds the name itself (an assignment or a parameter shadows it)."""
+        if not self.star_modules or self.bindings_of(name) is not None or \
+                self.is_parameter(name):
+            return None
+        return star_origin(text(name), self.star_modules)
 
     def qualname_of_name(self, name: str) -> str | None:
         """The qualified name a bare identifier resolves to (see `qualname`)."""
@@ -125,11 +145,13 @@ class Symbols:
         target = unwrap(target)
         if target is None:
             return
-        if target.type in ("pattern_list", "tuple_pattern", "list_pattern", "tuple", "list"):
-            for position, element in enumerate(target.named_children):
+        if target.type in _PATTERNS:
+            elements = [e for e in target.named_children if e.type != "comment"]
+            paired = _paired_values(elements, value)
+            for position, element in enumerate(elements):
                 if value is not None:
                     self.unpacked[element.id] = (value, position)
-                self._bind(element, _UNKNOWN)
+                self._bind(element, paired[position] if paired else _UNKNOWN)
             return
         key = self._key(target)
         if key is not None:
@@ -203,3 +225,15 @@ def parameters(function: Region) -> list[tuple[str, Node | None, Node | None]]:
                           param.child_by_field_name("value")))
     return found
 
+
+def _paired_values(elements: list[Node], value: Node | None) -> list[Node] | None:
+    """The values written out for each target of `a, b = [], 0` (so `a` is known to be a
+    list, as with `a = []`); None when the value is not a literal tuple of the same length
+    or either side is starred (`a, *rest = ...`)."""
+    value = unwrap(value)
+    if value is None or value.type not in ("expression_list", "tuple", "list"):
+        return None
+    items = [item for item in value.named_children if item.type != "comment"]
+    if len(items) != len(elements) or any(n.type in _STARRED for n in items + elements):
+        return None
+    return items

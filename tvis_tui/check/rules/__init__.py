@@ -112,7 +112,9 @@ The `Context` a rule receives (tvis_tui/check/context.py) — prefer these over 
                           does running `node` (or a function it calls) do X
 Shared analyses (import them in a rule):
   tvis_tui/check/graph.py        carries_graph(ctx, expr, at): tensor still has its autograd
-                                 graph; is_graph_source(ctx, call_node): model/loss call
+                                 graph; is_graph_source(ctx, call_node): model/loss call;
+                                 flows_into(ctx, expr, at): what a value was built from
+  tvis_tui/check/trained.py      is_trained / is_frozen(project, file, model), freezes(call)
   tvis_tui/check/activations.py  output_kind(ctx, expr, at) -> softmax / log_softmax /
                                  sigmoid / logits; loss_inputs(ctx, {loss qualnames})
   tvis_tui/check/training.py     is_backward, is_optimizer_step, is_zero_grad, grad_resets,

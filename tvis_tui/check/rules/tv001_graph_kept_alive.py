@@ -8,7 +8,7 @@ from tree_sitter import Node
 
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
-from tvis_tui.check.graph import carries_graph
+from tvis_tui.check.graph import carries_graph, flows_into
 from tvis_tui.check.rule import Rule
 from tvis_tui.check.syntax import identifiers, mentions, text, unwrap
 
@@ -52,9 +52,13 @@ class GraphKeptAlive(Rule):
             total += loss.detach()
     Known limits:
         Sees containers made in the checked code (`[]`, `{}`, `list()`, `deque()`,
-        `defaultdict()`, a number for running totals) and tensors that come from a model or
+        `defaultdict()`, `a, b = [], []`, a number for running totals; filled with
+        `append`, `extend`, `+= [x]` or `d[k] = x`) and tensors that come from a model or
         loss it can identify. Storage through helper objects (loggers, meters) is not
-        followed. Storing inside `torch.no_grad()` is never reported.
+        followed. Storing inside `torch.no_grad()` is never reported, nor values computed
+        there or by a frozen model (`requires_grad_(False)`, no optimizer over it).
+        Collections that a later backward() differentiates (BPTT, REINFORCE, also through
+        `for log_prob, r in zip(saved, returns)`) are kept on purpose and not reported.
     """
 
     id = "TV001"
@@ -71,10 +75,11 @@ class GraphKeptAlive(Rule):
                 yield from _report(ctx, call.node, stored, ctx.text(call.receiver))
         for node in ctx.index.aug_assignments:
             target = node.child_by_field_name("left")
+            value = node.child_by_field_name("right")
+            numeric = target.type != "subscript" and not _extends(value)
             if text(node.child_by_field_name("operator")) in ("+=", "-=") and \
-                    _persists(ctx, _container(target), node, numeric=target.type != "subscript"):
-                yield from _report(ctx, node, node.child_by_field_name("right"),
-                                   ctx.text(target))
+                    _persists(ctx, _container(target), node, numeric=numeric):
+                yield from _report(ctx, node, value, ctx.text(target))
         for node in ctx.index.assignments:
             target = node.child_by_field_name("left")
             value = node.child_by_field_name("right")
@@ -113,7 +118,7 @@ def _feeds_backward(ctx: Context, holder: str, after: Node) -> bool:
         if call.node.start_byte >= after.end_byte and ctx.function_of(call.node) is function:
             loss = call.receiver if not call.args else call.args[0]
             if loss is not None and any(mentions(node, holder)
-                                        for node in _sources(ctx, loss, call.node)):
+                                        for node in flows_into(ctx, loss, call.node)):
                 return True
     return False
 
@@ -127,7 +132,7 @@ def _attributes_fed_to_backward(ctx: Context) -> set[str]:
             other = Context(ctx.project, fm, ctx.rule)
             for call in other.calls_named("backward", "manual_backward"):
                 loss = call.receiver if not call.args else call.args[0]
-                for node in _sources(other, loss, call.node) if loss is not None else ():
+                for node in flows_into(other, loss, call.node) if loss is not None else ():
                     found |= {text(n) for n in identifiers(node)
                               if n.parent is not None and n.parent.type == "attribute"
                               and n.parent.child_by_field_name("attribute") == n}
@@ -135,19 +140,11 @@ def _attributes_fed_to_backward(ctx: Context) -> set[str]:
     return ctx.project.memo[key]
 
 
-def _sources(ctx: Context, expr: Node, at: Node) -> list[Node]:
-    """`expr` and what the names in it were last assigned, three hops back."""
-    found, frontier = [], [(expr, at)]
-    for _ in range(3):
-        following = []
-        for node, where in frontier:
-            found.append(node)
-            for name in identifiers(node):
-                latest = ctx.latest_binding(name, where)
-                if latest is not None and latest[1] is not None:
-                    following.append((latest[1], latest[0]))
-        frontier = following
-    return found
+def _extends(value: Node | None) -> bool:
+    """`losses += [loss]`: `+=` with a written-out list or tuple adds items to a container
+    (like `extend`), where `total += loss` adds to a running number."""
+    value = unwrap(value)
+    return value is not None and value.type in ("list", "tuple", "list_comprehension")
 
 
 def _container(target: Node | None) -> Node | None:

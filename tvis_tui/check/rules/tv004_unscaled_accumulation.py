@@ -44,7 +44,8 @@ class UnscaledAccumulation(Rule):
     Known limits:
         Reports only when the loss provably comes straight from a model or loss call; any
         division or multiplication on the way (`loss / k`, `loss * (1 / k)`, a scale factor
-        in a variable) counts as scaling. `accelerator.backward(loss)` scales for you and
+        in a variable) counts as scaling, and so does a `backward(gradient=w)` weight other
+        than one. `accelerator.backward(loss)` scales for you and
         is not reported. A guarded step whose backward() is inside the same `if` (a GAN
         generator trained every n-th batch) is not accumulation.
     """
@@ -70,7 +71,7 @@ class UnscaledAccumulation(Rule):
                     _reset_every_iteration(ctx, loops[0], guard):
                 continue
             backward = before[-1]
-            loss = _loss_of(backward)
+            loss = _loss_of(ctx, backward)
             if loss is not None and _raw_loss(ctx, loss, backward.node):
                 yield ctx.finding(backward.node, f"`{ctx.text(loss)}` is accumulated over "
                                   "several backward() calls per optimizer step but not "
@@ -83,12 +84,26 @@ def _reset_every_iteration(ctx: Context, loop: Region, guard: Node) -> bool:
                for reset in ctx.grad_resets(loop.node))
 
 
-def _loss_of(backward: Call) -> Node | None:
-    """The loss tensor a backward call differentiates (None for accelerator.backward)."""
-    if backward.method == "backward" and backward.receiver is not None and not backward.args:
-        receiver = unwrap(backward.receiver)
-        return receiver
-    return None
+def _loss_of(ctx: Context, backward: Call) -> Node | None:
+    """The loss tensor a backward call differentiates (None for accelerator.backward, or
+    when a `gradient=` weight other than one scales it: `gradient=torch.tensor(1 / k)`
+    divides the gradients as `(loss / k).backward()` would)."""
+    if backward.method != "backward" or backward.receiver is None:
+        return None
+    weight = backward.arg(0, "gradient")
+    if weight is not None and not _is_one(ctx, weight):
+        return None
+    return unwrap(backward.receiver)
+
+
+def _is_one(ctx: Context, weight: Node) -> bool:
+    """`torch.ones_like(loss)`, `torch.tensor(1.0)`: a gradient weight that scales nothing."""
+    call = ctx.call_at(weight)
+    qual = ctx.qualname(call.func) if call is not None else None
+    if qual in ("torch.ones_like", "torch.ones"):
+        return True
+    return qual == "torch.tensor" and bool(call.args) and \
+        text(call.args[0]) in ("1", "1.0", "1.")
 
 
 def _accumulation_guard(ctx: Context, step: Node, loop: Region) -> Node | None:

@@ -12,6 +12,7 @@ from tvis_tui.check.index import Call, Region
 from tvis_tui.check.project import FunctionRef
 from tvis_tui.check.symbols import parameters
 from tvis_tui.check.rule import Rule
+from tvis_tui.check.trained import freezes
 from tvis_tui.check.training import trains_directly
 
 GRAD_OFF_CALLS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
@@ -162,13 +163,14 @@ def _received(ctx: Context, call: Call, ref: FunctionRef, model: str) -> set[str
 
 
 def _grad_turned_off(ctx: Context, function: Region, model: str, loop: Node) -> bool:
-    """`torch.set_grad_enabled(False)` or `model.requires_grad_(False)` before the loop."""
+    """`torch.set_grad_enabled(False)` or a frozen model (`model.requires_grad_(False)`, or
+    `p.requires_grad_(False)` for its parameters) before the loop."""
     for call in ctx.calls_in(function.node):
         if call.node.start_byte >= loop.start_byte:
             break
         if ctx.qualname(call.func) in GRAD_OFF_CALLS and call.args and \
                 ctx.text(call.args[0]) == "False":
             return True
-        if call.method == "requires_grad_" and ctx.text(call.receiver) == model:
+        if freezes(ctx.file, call) == model:
             return True
     return False

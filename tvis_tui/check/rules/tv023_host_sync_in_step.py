@@ -11,12 +11,21 @@ from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.graph import carries_graph
 from tvis_tui.check.index import Call, Region
+from tvis_tui.check.project import FileModel
 from tvis_tui.check.rule import Rule
+from tvis_tui.check.source import comments
+from tvis_tui.check.syntax import text
 
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 CONVERTERS = frozenset({"print", "float", "int", "bool"})
 MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "modules",
                             "children", "buffers", "eval", "train"})
+DEVICE_WORDS = (b"cuda", b"device", b"gpu", b"mps", b"xla", b"accelerat")
+"""Words (lower-cased) whose absence from every checked file means the script runs on the
+CPU, where reading a tensor is not a GPU sync."""
+AUTO_DEVICE_LIBRARIES = ("pytorch_lightning", "lightning", "transformers", "accelerate",
+                         "deepspeed")
+"""Libraries that move the model to a GPU without the script naming a device."""
 REPEATING = frozenset({"for_statement", "while_statement", "list_comprehension",
                        "generator_expression", "set_comprehension", "dictionary_comprehension"})
 
@@ -52,7 +61,9 @@ class HostSyncInStep(Rule):
         Syncs once per step (reading the loss for logging) are tolerated, and a nested
         loop under an `if` is treated as periodic logging. Syncs in functions called from
         the loop, and hidden ones (`if tensor:`, `torch.nonzero`) are not seen. Low
-        severity: the cost depends on how much GPU work each sync waits for.
+        severity: the cost depends on how much GPU work each sync waits for. Scripts
+        that show no device anywhere in the checked files (no `cuda`, `device`, `.to(...)`,
+        Lightning or Hugging Face) run on the CPU and are not reported.
     """
 
     id = "TV023"
@@ -62,6 +73,8 @@ class HostSyncInStep(Rule):
     fix = "keep values on the GPU (accumulate tensors) and read them every N steps"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
+        if not _may_use_gpu(ctx):  # on the CPU `.item()` is a plain read, not a sync
+            return
         for sync in _syncs(ctx):
             loops = ctx.loops_around(sync)
             step = _step_loop(ctx, loops)
@@ -71,6 +84,30 @@ class HostSyncInStep(Rule):
             if inner is not None and not training.gated(inner, step.node):
                 yield ctx.finding(sync, f"`{ctx.text(sync)}` syncs with the GPU once per "
                                   "element of a loop inside every training step")
+
+
+def _may_use_gpu(ctx: Context) -> bool:
+    """Whether any checked file shows a device at all: the words `cuda`, `device`, `gpu`,
+    `mps`, `xla` or `accelerator`, a `.to(x)` with a non-torch argument, or a library
+    that picks the GPU by itself (Lightning, Hugging Face, Accelerate, DeepSpeed)."""
+    key = ("tv023_may_use_gpu",)
+    if key not in ctx.project.memo:
+        ctx.project.memo[key] = any(_file_may_use_gpu(fm) for fm in ctx.project.files)
+    return ctx.project.memo[key]
+
+
+def _file_may_use_gpu(fm: FileModel) -> bool:
+    text_bytes, kept, start = fm.source.text, [], 0
+    for comment in comments(fm.source.root):  # "# TODO: try on GPU" is not a device
+        kept.append(text_bytes[start:comment.start_byte])
+        start = comment.end_byte
+    lowered = b"".join(kept + [text_bytes[start:]]).lower()
+    if any(word in lowered for word in DEVICE_WORDS):
+        return True
+    if any(module.startswith(AUTO_DEVICE_LIBRARIES) for module in fm.symbols.imports.values()):
+        return True
+    return any(call.method == "to" and call.args and not text(call.args[0]).startswith("torch.")
+               for call in fm.index.calls_by_name.get("to", []))
 
 
 def _syncs(ctx: Context) -> Iterator[Node]:
