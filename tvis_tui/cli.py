@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from typing import Sequence
 
@@ -58,12 +59,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tvis: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return _interrupted()
     except BrokenPipeError:
         # `tvis export run | head`: the reader went away; stop quietly like other tools.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+
+
+def _interrupted() -> int:
+    """End as python ends on an uncaught Ctrl-C: killed by SIGINT, so that a shell loop
+    or a caller sees the interrupt (an exit status of 130 would read as a normal exit)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if hasattr(signal, "SIGINT") and os.name == "posix":
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return 130  # where a process cannot kill itself with a signal
 
 
 if __name__ == "__main__":

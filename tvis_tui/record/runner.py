@@ -110,6 +110,8 @@ def record(target: Target, options: Options) -> int:
     finally:
         steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
     _report(outcome, path, steps, recorder.writer.errors)
+    if outcome.interrupted:
+        raise KeyboardInterrupt  # the CLI ends the process as python would (cli.py)
     return outcome.exit_status
 
 
@@ -118,6 +120,7 @@ class _Outcome:
         self.exit_status = 0
         self.status = "ok"
         self.summary: str | None = None
+        self.interrupted = False
         self.meta: dict[str, Any] = {"status": "ok", "exit_status": 0}
 
     def set(self, status: str, exit_status: int, **meta: Any) -> None:
@@ -153,6 +156,7 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
     except KeyboardInterrupt as exc:
         recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
+        outcome.interrupted = True
     except BaseException as exc:  # an exception deriving from BaseException crashes python too
         _failed(exc, outcome, recorder)
     finally:
