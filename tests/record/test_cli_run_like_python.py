@@ -150,3 +150,26 @@ def test_store_write_failures_are_reported_and_training_goes_on(tmp_path, monkey
     assert warning.startswith("tvis: warning: the run is incomplete: ")
     assert warning.endswith("Error: mdb_txn_commit: No space left on device")
     assert saved.startswith("tvis: recorded 3 steps (ok)")
+
+
+def test_include_patterns_that_match_nothing_are_warned_about(tmp_path):
+    write_script(tmp_path, """
+        import torch
+        net = torch.nn.Sequential(torch.nn.Linear(2, 1))
+        def loss_of(x):
+            return net(x).sum()
+        for _ in range(2):
+            loss_of(torch.ones(3, 2)).backward()
+    """)
+    proc = tvis_cli("run", "--out", "runs", "--name", "p", "--include-modules", "encoder*",
+                    "--include-files", "data/*.py", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[:2] == [
+        "tvis: warning: --include-modules encoder*: matched no module called while recording; "
+        "no module calls were recorded",
+        "tvis: warning: --include-files data/*.py: matched no user file that ran while recording; "
+        "no user functions or lines were recorded"]
+    with RunReader(tmp_path / "runs" / "p") as run:
+        assert len(run.meta()["warnings"]) == 2
+    matched = tvis_cli("run", "--out", "runs", "--include-modules", "Linear", "train.py", cwd=tmp_path)
+    assert "warning" not in matched.stderr

@@ -94,6 +94,7 @@ class FunctionTracer:
         # callback for library code costs (measured at install).
         self._clock = self.log._thread
         self._callback_ns = 0
+        self.files_recorded = False  # whether --include/--exclude-files left any user file
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -211,6 +212,7 @@ class FunctionTracer:
         path = self.recorder.sites.user_path(code.co_filename)
         if path is None or not self.recorder.options.file_recorded(self.recorder.sites.relative(path)):
             return None
+        self.files_recorded = True
         loops = _loops(code)
         calls = (code.co_name not in NOT_CALLS and not code.co_flags & _NO_CALL_FLAGS
                  and not _is_module_forward(frame))

@@ -118,6 +118,7 @@ class Recorder:
         self.updates = ParamUpdates(self)
         self.step_limit = step_limit
         self.warnings: list[str] = []
+        self.modules_recorded = False  # whether --include/--exclude-modules left any module
         self._generation = forks.generation()
         self._reentry = _Reentry()
         self._undo: list[Callable[[], None]] = []
@@ -177,6 +178,7 @@ class Recorder:
         """Uninstall, close the last step, write `final_meta` and close the store.
         Returns the number of steps recorded."""
         self.uninstall()
+        self._warn_unmatched_patterns()
         steps = self.steps.finish()
         try:
             self.writer.close(**final_meta, steps_recorded=steps, step_rule=self.steps.rule,
@@ -184,6 +186,17 @@ class Recorder:
         except Exception as exc:  # the last commit failed (a full disk): reported, not raised
             self.writer.errors.append(f"closing the store failed: {type(exc).__name__}: {exc}")
         return steps
+
+    def _warn_unmatched_patterns(self) -> None:
+        """Include patterns that let nothing through are a typo far more often than a wish
+        to record no module or no function: say so rather than leave the run quietly bare."""
+        options = self.options
+        if options.include_modules and not self.modules_recorded:
+            self.warn(f"--include-modules {' '.join(options.include_modules)}: matched no module "
+                      "called while recording; no module calls were recorded")
+        if options.include_files and not self.functions.files_recorded:
+            self.warn(f"--include-files {' '.join(options.include_files)}: matched no user file "
+                      "that ran while recording; no user functions or lines were recorded")
 
     def _quiet_threads_at_step_limit(self) -> None:
         """A script training in a thread of its own ends that thread at the step limit:
@@ -273,6 +286,7 @@ class Recorder:
         cls = type(module)
         if not self.options.module_recorded(name, cls.__name__):
             return
+        self.modules_recorded = True
         phase = _module_phase(module, stack[-1].record if stack else None)
         if cls.__name__ == "OptimizedModule":
             inner = type(getattr(module, "_orig_mod", module)).__name__

@@ -109,7 +109,7 @@ def record(target: Target, options: Options) -> int:
         _execute(target, script, outcome, recorder)
     finally:
         steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
-    _report(outcome, path, steps, recorder.writer.errors)
+    _report(outcome, path, steps, recorder.warnings, recorder.writer.errors)
     if outcome.interrupted:
         raise KeyboardInterrupt  # the CLI ends the process as python would (cli.py)
     return outcome.exit_status
@@ -229,8 +229,18 @@ def _display(path: str) -> str:
         return path
 
 
-def _report(outcome: _Outcome, path: Path, steps: int, write_errors: list[str]) -> None:
+SHOWN_WARNINGS = 3
+"""Recording warnings printed at the end; all of them are in the run's metadata."""
+
+
+def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
+            write_errors: list[str]) -> None:
     where = _display(str(path))
+    for warning in warnings[:SHOWN_WARNINGS]:
+        print(f"tvis: warning: {warning}", file=sys.stderr)
+    if len(warnings) > SHOWN_WARNINGS:
+        print(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata "
+              "(tvis export RUN)", file=sys.stderr)
     if write_errors:
         print(f"tvis: warning: the run is incomplete: {write_errors[0]}"
               f"{f' (and {len(write_errors) - 1} more write errors)' if len(write_errors) > 1 else ''}",
