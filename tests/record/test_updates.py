@@ -203,6 +203,26 @@ for step in range(2):
     assert all(s.ratio and s.ratio > 0 for s in run.slots(step.seq, "update"))
 
 
+def test_a_step_without_a_closure_updates_only_parameters_with_a_gradient(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+unused = nn.Linear(1, 1)  # trainable, registered first, never called
+used = nn.Linear(3, 1)
+opt = torch.optim.SGD([*unused.parameters(), *used.parameters()], lr=0.1, weight_decay=0.5)
+for step in range(2):
+    opt.zero_grad()
+    used(torch.randn(4, 3)).sum().backward()
+    opt.step()
+""")
+    assert code == 0
+    step = _steps(run)[0]
+    assert [s.path for s in run.slots(step.seq, "update")] == ["Linear.weight", "Linear.bias"]
+    assert all(s.ratio > 0 for s in run.slots(step.seq, "update"))
+    assert step.extra["no_grad_count"] == 2
+
+
 def test_updates_past_the_slot_cap_are_not_copied(run_inprocess, tmp_path, monkeypatch):
     monkeypatch.setattr(updates, "MAX_SLOTS", 2)
     code, run = run_inprocess("import torch\nDTYPE = torch.float32\n" + MODEL + SGD + STEPS, str(tmp_path / "m.pt"))

@@ -346,7 +346,9 @@ class Recorder:
         self._stop_if_done()
         if self._guard(self.steps.before_optimizer_step, opt):
             self._stop_if_done()  # nothing of this step() has run yet
-        self._guard(self._open_optimizer, opt, sys._getframe(1), (args or (kwargs.get("closure"),))[0])
+        # torch hands the pre-hook step()'s own args: the optimizer first, then a closure.
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
+        self._guard(self._open_optimizer, opt, sys._getframe(1), closure)
 
     def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
         self.steps.optimizers.add(opt)  # one made before tvis started, or bypassing __init__
