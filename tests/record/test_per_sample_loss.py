@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import numpy as np
 import pytest
@@ -201,3 +202,14 @@ def test_training_stays_bitwise_identical_with_per_sample_loss(tmp_path):
         train_plain_and_under_tvis(tmp_path, str(script), [form, f"plain-{form}.pt"],
                                    [form, f"tvis-{form}.pt"], flags=("--no-lines",), out=f"runs-{form}")
         assert_same_state(tmp_path / f"plain-{form}.pt", tmp_path / f"tvis-{form}.pt")
+
+
+def test_the_worst_samples_leave_out_ignored_ones_and_put_a_nan_loss_first():
+    values = torch.tensor([1.5, float("nan"), 2.0, 0.0, 0.5])
+    weights = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0])  # position 3: ignore_index
+    summary = per_sample_loss.step_summary(7, per_sample_loss.PerSample(values, weights, "mean"))
+    worst = summary["worst"]
+    assert [i for i, _ in worst] == [1, 2, 0, 4] and math.isnan(worst[0][1])
+    assert [v for _, v in worst[1:]] == [2.0, 1.5, 0.5]
+    unweighted = per_sample_loss.step_summary(7, per_sample_loss.PerSample(values[[0, 2]], None, "sum"))
+    assert unweighted["worst"] == [[1, 2.0], [0, 1.5]] and unweighted["count"] == 2

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -230,9 +231,10 @@ def step_summary(seq: int, per_sample: PerSample) -> dict[str, Any]:
     """What a step record says about its last per-sample loss: which call, how many
     samples, and the highest losses as [[position in the batch, value], ...]."""
     values = per_sample.values.float()
-    if per_sample.weights is not None:  # fully ignored samples have no loss to rank
-        values = torch.where(per_sample.weights > 0, values, torch.full_like(values, float("-inf")))
-    k = min(WORST, values.numel())
-    top = torch.topk(values.nan_to_num(nan=float("-inf")), k) if k else None
-    worst = [[int(i), float(v)] for v, i in zip(*top) if v != float("-inf")] if top is not None else []
+    # A NaN or infinite loss is the worst there is; fully ignored samples have none to rank.
+    rank = values.nan_to_num(nan=math.inf, posinf=math.inf, neginf=-math.inf)
+    kept = per_sample.weights > 0 if per_sample.weights is not None else torch.ones_like(values, dtype=torch.bool)
+    rank = torch.where(kept, rank, torch.full_like(rank, -math.inf))
+    k = min(WORST, int(kept.sum()))
+    worst = [[int(i), float(values[i])] for i in torch.topk(rank, k).indices] if k else []
     return {"seq": seq, "count": int(values.numel()), "reduction": per_sample.reduction, "worst": worst}
