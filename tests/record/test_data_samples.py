@@ -111,3 +111,29 @@ def test_export_shows_batches_samples_and_predictions(run_inprocess, tmp_path):
     export_jsonl(run, out)
     kinds = [json.loads(line)["record"] for line in out.getvalue().splitlines()]
     assert kinds.count("batch") == 2 and kinds.count("sample") == 8 and kinds.count("prediction") == 2
+
+
+def test_predictions_are_the_trained_ones_not_a_metric_logged_after_the_step(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+classes = ["cat", "dog", "cow"]
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+xs = [torch.randn(4, 4) for _ in range(3)]
+ys = [torch.tensor([0, 1, 2, 1]), torch.tensor([2, 2, 0, 1]), torch.tensor([1, 0, 1, 1])]
+for x, y in zip(xs, ys):
+    logits = model(x)
+    loss = nn.functional.cross_entropy(logits, y, ignore_index=1)
+    opt.zero_grad(); loss.backward(); opt.step()
+    # A metric after the step: recorded in the next step, on detached logits.
+    nn.functional.cross_entropy(logits.detach(), torch.zeros(4, dtype=torch.long))
+""")
+    assert code == 0
+    preds = {p["step"]: p for p in S.all_predictions(run)}
+    for step, y in zip((1, 2, 3), ([0, 1, 2, 1], [2, 2, 0, 1], [1, 0, 1, 1])):
+        rows = preds[step]["samples"]
+        assert [r.get("target_index") for r in rows] == [None if t == 1 else t for t in y], step
+        assert [r.get("ignored", False) for r in rows] == [t == 1 for t in y], step
+        assert all(("correct" in r) != r.get("ignored", False) for r in rows)

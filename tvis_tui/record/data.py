@@ -20,6 +20,7 @@ import itertools
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+import torch
 import torch.nn.functional as F
 import torch.utils.data.dataloader as dataloader_module
 from torch.utils.data._utils import fetch as fetch_module
@@ -48,6 +49,7 @@ class DataCapture:
         self._order = itertools.count(1)
         self._tokens_in_step: dict[int, int] = {}
         self._predicted_step = 0
+        self._predicted_trains = False  # the decoded loss's logits required grad
         self._dataset: Any = None
         self._batch_size: int | None = None
         self.tokens = TokenizerWatch(self._on_tokens, self._is_user_file,
@@ -140,10 +142,20 @@ class DataCapture:
 
     def _loss(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
-        if self._rec._active() and self._predicted_step != self._rec.steps.step:
-            self._predicted_step = self._rec.steps.step
+        if self._rec._active() and self._wanted(args[0] if args else kwargs.get("input")):
             self._rec._guard(self._predict, name, args, kwargs, sys._getframe(1))
         return result
+
+    def _wanted(self, logits: Any) -> bool:
+        """The first classification loss of a step is decoded, unless a later one trains:
+        a metric on detached logits (logged after optimizer.step(), so counted in the next
+        step) must not stand for the predictions the step trained on."""
+        trains = isinstance(logits, torch.Tensor) and logits.requires_grad
+        step = self._rec.steps.step
+        if self._predicted_step == step and (self._predicted_trains or not trains):
+            return False
+        self._predicted_step, self._predicted_trains = step, trains
+        return True
 
     def _predict(self, name: str, args: tuple, kwargs: dict, frame: Any) -> None:
         logits = args[0] if args else kwargs.get("input")

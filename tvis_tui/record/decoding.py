@@ -1,8 +1,9 @@
 """What the model predicted, in words: top-k class names, or argmax tokens as text.
 
 At the first classification loss of a step (cross-entropy or NLL, functional or module
-form: the modules call the functional ones), the logits and targets are read, never
-written. The vocabulary comes from what the script itself has: class names from the
+form: the modules call the functional ones), or at its first one that trains when an
+earlier one was a metric on detached logits (data.py), the logits and targets are read,
+never written. The vocabulary comes from what the script itself has: class names from the
 dataset (`classes`, `class_to_idx`, `id2label`, also on a dataset it wraps), the model's
 `config.id2label`, or a variable of the script (`classes`, `class_names`, `id2label`,
 ...); a tokenizer from the script's variables or the one it used last. When the tokenizer's
@@ -123,19 +124,23 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         vocab = vocab_size(tokenizer) if tokenizer is not None else None
         if tokenizer is not None and vocab == x.shape[-1]:
             return _as_text(x, t, tokenizer, batch_size, ignore_index)
-        return _as_classes(x.reshape(-1, x.shape[-1]), t, names)
+        return _as_classes(x.reshape(-1, x.shape[-1]), t, names, ignore_index)
 
 
-def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None) -> dict[str, Any]:
+def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None,
+                ignore_index: int = -100) -> dict[str, Any]:
     n = min(x.shape[0], MAX_SAMPLES)
     probs = torch.softmax(x[:n].float(), dim=-1)
     p, idx = probs.topk(min(TOP_K, x.shape[-1]), dim=-1)
     labels = _targets(t, n, x.shape[-1])
+    ignorable = t is not None and not t.is_floating_point()  # probability targets ignore nothing
     label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
     rows = []
     for row, (ps, ids) in enumerate(zip(p.tolist(), idx.tolist())):
         entry: dict[str, Any] = {"top": [[label(i), i, round(q, 6)] for q, i in zip(ps, ids)]}
-        if labels is not None:
+        if labels is not None and ignorable and labels[row] == ignore_index:
+            entry["ignored"] = True  # the loss leaves it out: it has no target to be right about
+        elif labels is not None:
             entry["target"], entry["target_index"] = label(labels[row]), labels[row]
             entry["correct"] = ids[0] == labels[row]
         rows.append(entry)
