@@ -16,6 +16,7 @@ from typing import Any, Iterator, TextIO
 
 from tvis_tui.store import RunReader
 from tvis_tui.store import lines, samples
+from tvis_tui.store.runs import run_status
 
 CHUNK = 2048
 """Calls read per batch: bounds memory on runs with millions of calls."""
@@ -30,6 +31,14 @@ def finite_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite_json(v) for v in value]
     return value
+
+
+def _meta_object(reader: RunReader) -> dict[str, Any]:
+    """The run's meta with the status `tvis ls` shows: a run whose recorder died without
+    closing it still says "running" on disk, and is "stopped" once its process is gone."""
+    meta = reader.meta()
+    meta["status"] = run_status(meta)
+    return meta
 
 
 def _call_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
@@ -83,7 +92,7 @@ def export_jsonl(reader: RunReader, out: TextIO) -> None:
         out.write(json.dumps({"record": kind, **finite_json(obj)}, allow_nan=False))
         out.write("\n")
 
-    emit("meta", reader.meta())
+    emit("meta", _meta_object(reader))
     for step in _step_objects(reader):
         emit("step", step)
     for call in _call_objects(reader):
@@ -96,7 +105,7 @@ def export_json(reader: RunReader, out: TextIO) -> None:
     def dump(obj: Any) -> str:
         return json.dumps(finite_json(obj), allow_nan=False)
 
-    out.write('{"meta": ' + dump(reader.meta()) + ', "steps": [')
+    out.write('{"meta": ' + dump(_meta_object(reader)) + ', "steps": [')
     _write_list(out, (dump(s) for s in _step_objects(reader)))
     out.write('], "calls": [')
     _write_list(out, (dump(c) for c in _call_objects(reader)))

@@ -62,3 +62,55 @@ def test_export_json_document(run_dir, tmp_path):
 def test_export_of_non_run_is_one_line_error(tmp_path, capsys):
     assert main(["export", str(tmp_path)]) == 2
     assert "not a tvis run" in capsys.readouterr().err
+
+
+# -- user-derived text is never read as Rich markup ---------------------------------------
+
+@pytest.mark.parametrize("name", ["md[/x]", "[red]dir", "a[bold]b", ":smile:"])
+def test_ls_of_an_empty_folder_prints_its_name_as_is(tmp_path, capsys, name):
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
+    assert main(["ls", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == f"no runs in {folder}\n" and captured.err == ""
+
+
+def test_ls_prints_run_and_script_names_as_is(tmp_path, capsys):
+    with RunWriter(tmp_path / "runs" / "exp[bold]1") as w:
+        w.put_meta(script="[red]y.py", started_at="2026-01-01T00:00:00", status="ok")
+    assert main(["ls", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "exp[bold]1" in out and "[red]y.py" in out
+
+
+# -- a run whose recorder was killed: counts from the store, status as ls says ------------
+
+@pytest.fixture
+def killed_run(tmp_path):
+    """Meta still says "running" (no close ran); pid 0 is no live process. Calls 1..5 and 8
+    are stored (8, not 6: fewer stored than the highest number), 2 steps ended, a 3rd is open."""
+    run = tmp_path / "runs" / "killed"
+    with RunWriter(run) as w:
+        w.put_meta(script="train.py", started_at="2026-01-01T00:00:00", status="running", pid=0)
+        for seq in (1, 2, 3, 4, 5, 8):
+            w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=1, phase="forward",
+                                  kind="module", name="m"))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=2))
+        w.put_step(StepRecord(step=2, first_seq=3, last_seq=4))
+        w.put_step(StepRecord(step=3, first_seq=5, last_seq=8, complete=False))
+    return run
+
+
+def test_ls_counts_the_steps_and_calls_a_killed_run_stored(killed_run, capsys):
+    assert main(["ls", str(killed_run.parent)]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[0] == "killed" and row[-1] == "stopped"
+    assert row[4:6] == ["2", "6"]  # steps that ended, calls stored
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_export_reports_the_status_ls_shows(killed_run, capsys, fmt):
+    assert main(["export", str(killed_run), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    meta = json.loads(out.splitlines()[0]) if fmt == "jsonl" else json.loads(out)["meta"]
+    assert meta["status"] == "stopped"

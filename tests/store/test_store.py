@@ -177,3 +177,47 @@ def test_a_closed_call_keeps_every_field_it_opened_with():
                                          error="ValueError: x", extra={"k": 1, "more": 2})
     # every field is set by name or carried over: a new field must be added to closed() too
     assert len(dataclasses.fields(CallRecord)) == 15
+
+
+def test_counts_are_what_the_store_holds(tmp_path):
+    """A killed recorder leaves no final steps_recorded; the reader counts records instead:
+    calls stored (not the highest number) and steps that ended (not the open last one)."""
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(status="running", pid=0)
+        for seq in (1, 2, 3, 7):
+            w.put_call(_call(seq))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=2))
+        w.put_step(StepRecord(step=2, first_seq=3, last_seq=7, complete=False))
+    with RunReader(tmp_path / "run") as r:
+        assert (r.call_count(), r.stored_calls(), r.complete_steps()) == (7, 4, 1)
+    summary = find_runs(tmp_path / "run")[0]
+    assert (summary.steps, summary.calls, summary.status) == (1, 4, "stopped")
+
+
+def test_find_runs_keeps_going_past_an_unreadable_run(tmp_path):
+    with RunWriter(tmp_path / "good") as w:
+        w.put_meta(script="a.py", started_at="2026-01-01T00:00:00", status="ok")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "data.mdb").write_bytes(b"garbage" * 1000)
+    runs = find_runs(tmp_path)
+    assert [(r.path.name, r.status) for r in runs] == [("good", "ok"), ("bad", "unreadable")]
+    assert runs[1].reason.startswith("unreadable run (MDB_INVALID") and "\n" not in runs[1].reason
+    with pytest.raises(TvisError, match="bad: unreadable run"):  # asked for by name: an error
+        find_runs(tmp_path / "bad")
+
+
+def test_data_file_instead_of_its_folder_names_the_folder(tmp_path):
+    with RunWriter(tmp_path / "run"):
+        pass
+    with pytest.raises(TvisError, match=r"data.mdb: not a run folder \(a file; the run is .*run\)$"):
+        RunReader(tmp_path / "run" / "data.mdb")
+
+
+def test_refresh_refuses_a_file_cut_short_after_opening(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        for seq in range(1, 200):
+            w.put_call(_call(seq))
+    r = RunReader(tmp_path / "run")
+    os.truncate(tmp_path / "run" / "data.mdb", 3 * 4096)
+    with pytest.raises(TvisError, match="corrupt or truncated run"):
+        r.refresh()  # before any page past the new end is read

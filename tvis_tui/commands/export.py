@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from tvis_tui.errors import TvisError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +24,34 @@ def main(args: argparse.Namespace) -> int:
     with RunReader(args.run) as reader:
         if args.output is None:
             write(reader, sys.stdout)
-        else:
+            return 0
+        # Checked before open(): opening for writing truncates, and `-o RUN/data.mdb`
+        # would destroy the recording being read.
+        _refuse_output_inside_run(Path(args.output), reader.path)
+        try:
             with open(args.output, "w", encoding="utf-8") as out:
                 write(reader, out)
+        except OSError as exc:  # a missing folder, no permission, a full disk
+            raise TvisError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
     return 0
+
+
+def _refuse_output_inside_run(output: Path, run: Path) -> None:
+    """TvisError when `output` lies in the run folder being read, or is a hard link to
+    one of its files (which resolves elsewhere)."""
+    run_dir = run.resolve()
+    if output.resolve().is_relative_to(run_dir):
+        where = f"inside the run folder {run}"
+    elif output.exists() and any(_same_file(output, f) for f in run_dir.iterdir()):
+        where = f"the same file as one in the run folder {run}"
+    else:
+        return
+    raise TvisError(f"-o {output}: {where}; writing there would damage the run "
+                    "(write the export elsewhere)")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False

@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from tvis_tui.store.runs import RunSummary
+from tvis_tui.store.runs import UNREADABLE, RunSummary
 
-_STATUS_STYLE = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan"}
+_STATUS_STYLE = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan",
+                 UNREADABLE: "bold magenta"}
 
 
 def human_bytes(n: int) -> str:
@@ -20,19 +21,27 @@ def human_bytes(n: int) -> str:
 
 
 def runs_table(runs: list[RunSummary]) -> Table:
+    """One row per run; an unreadable run's reason goes below (see `unreadable_notes`),
+    since it would widen the script column for every row."""
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name, justify in [("run", "left"), ("script", "left"), ("started", "left"),
                           ("steps", "right"), ("calls", "right"), ("size", "right"),
                           ("status", "left")]:
         table.add_column(name, justify=justify, no_wrap=True)
     for run in runs:
+        known = run.status != UNREADABLE
         table.add_row(
             Text(run.path.name),
             Text(run.script),
             Text(run.started.replace("T", " ")[:19]),
-            str(run.steps),
-            str(run.calls),
-            human_bytes(run.size_bytes),
+            Text(str(run.steps) if known else "-"),
+            Text(str(run.calls) if known else "-"),
+            Text(human_bytes(run.size_bytes)),
             Text(run.status, style=_STATUS_STYLE.get(run.status, "")),
         )
     return table
+
+
+def unreadable_notes(runs: list[RunSummary]) -> list[Text]:
+    """`<run>: <why it cannot be read>` for each unreadable run (plain Text: no markup)."""
+    return [Text(f"{run.path.name}: {run.reason}") for run in runs if run.status == UNREADABLE]

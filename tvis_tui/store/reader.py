@@ -28,13 +28,33 @@ class RunReader:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        if not self.path.is_dir():
-            raise TvisError(f"{self.path}: no such run folder")
-        if not (self.path / layout.DATA_FILE).is_file():
-            raise TvisError(f"{self.path}: not a tvis run (no {layout.DATA_FILE})")
+        _check_run_folder(self.path)
         self._env = self._open_env()
         self._dbs: dict[bytes, Any] = {}
         self._files: dict[int, str] = {}
+        try:
+            self._check_size()
+            self._check_schema()
+        except BaseException:
+            self._env.close()  # the caller never gets the reader, so nobody else would
+            raise
+        self.call = lru_cache(maxsize=4096)(self._call)  # type: ignore[method-assign]
+
+    def _check_size(self) -> None:
+        """Refuse a data file shorter than its pages: LMDB maps the file and reads pages in
+        place, so reading a page past the end of a truncated file is a SIGBUS that kills
+        the process with no message. The meta pages (read with read() by lmdb.open, and
+        present, since a file under two pages fails there) say where the last page is."""
+        needed = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
+        try:
+            size = (self.path / layout.DATA_FILE).stat().st_size
+        except OSError as exc:
+            raise TvisError(f"{self.path}: unreadable run ({_first_line(exc)})") from None
+        if size < needed:
+            raise TvisError(f"{self.path}: corrupt or truncated run ({layout.DATA_FILE} is "
+                            f"{size:,} bytes; its pages need {needed:,})")
+
+    def _check_schema(self) -> None:
         version = self.meta().get("schema_version")
         if version is None:
             raise TvisError(f"{self.path}: not a tvis run (no schema version)")
@@ -43,7 +63,6 @@ class RunReader:
                 f"{self.path}: recorded with store schema {version}; this tvis reads up to "
                 f"{layout.SCHEMA_VERSION} (upgrade tvis)"
             )
-        self.call = lru_cache(maxsize=4096)(self._call)  # type: ignore[method-assign]
 
     def _open_env(self) -> Any:
         kwargs = dict(readonly=True, max_dbs=layout.MAX_DATABASES, map_size=0)
@@ -55,7 +74,9 @@ class RunReader:
                 # reader lock; it is not being written then, so reading lock-free is safe.
                 return lmdb.open(str(self.path), lock=False, **kwargs)
         except lmdb.Error as exc:
-            raise TvisError(f"{self.path}: unreadable run ({_first_line(exc)})") from None
+            # lmdb's message starts with the path already given once in ours.
+            reason = _first_line(exc).removeprefix(f"{self.path}: ")
+            raise TvisError(f"{self.path}: unreadable run ({reason})") from None
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -81,8 +102,26 @@ class RunReader:
         handle = self._db(db)
         if handle is None:
             return None
-        with self._txn() as txn:
-            return txn.get(key, db=handle)
+        try:
+            with self._txn() as txn:
+                return txn.get(key, db=handle)
+        except lmdb.Error as exc:
+            raise self._corrupt(exc) from None
+
+    def _corrupt(self, exc: lmdb.Error) -> TvisError:
+        """A damaged page surfaces as an lmdb error mid-read; callers get one line."""
+        return TvisError(f"{self.path}: corrupt run ({_first_line(exc)})")
+
+    def entries(self, db: bytes) -> int:
+        """How many records `db` holds, from LMDB's own count (no scan)."""
+        handle = self._db(db)
+        if handle is None:
+            return 0
+        try:
+            with self._txn() as txn:
+                return int(txn.stat(handle)["entries"])
+        except lmdb.Error as exc:
+            raise self._corrupt(exc) from None
 
     def get_record(self, db: bytes, key: bytes) -> Any:
         raw = self.get_raw(db, key)
@@ -95,13 +134,17 @@ class RunReader:
         handle = self._db(db)
         if handle is None:
             return
-        with self._txn() as txn:
-            yield from _range(txn.cursor(db=handle), start, stop, reverse)
+        try:
+            with self._txn() as txn:
+                yield from _range(txn.cursor(db=handle), start, stop, reverse)
+        except lmdb.Error as exc:
+            raise self._corrupt(exc) from None
 
     def refresh(self) -> None:
         """Forget cached records so that a run still being written shows new data."""
         self.call.cache_clear()
         self._dbs.clear()
+        self._check_size()  # the file may have been cut short since it was opened
 
     # -- metadata and sources ------------------------------------------------------------
 
@@ -144,6 +187,10 @@ class RunReader:
         for key, _ in self.scan(layout.CALLS, reverse=True):
             return codec.from_u64(key)
         return 0
+
+    def stored_calls(self) -> int:
+        """How many call records the run holds (`call_count` is the highest number)."""
+        return self.entries(layout.CALLS)
 
     def _call(self, seq: int) -> CallRecord | None:
         data = self.get_record(layout.CALLS, codec.u64(seq))
@@ -273,6 +320,16 @@ class RunReader:
 
     # -- steps and phases ----------------------------------------------------------------
 
+    def complete_steps(self) -> int:
+        """How many steps the run holds that ended: every step record but a last one still
+        open (a run killed mid-step, or a step begun just before the script ended)."""
+        count = self.entries(layout.STEPS)
+        for _, value in self.scan(layout.STEPS, reverse=True):
+            if not StepRecord.from_wire(codec.unpack(value)).complete:
+                count -= 1
+            break
+        return count
+
     def steps(self) -> list[StepRecord]:
         return [StepRecord.from_wire(codec.unpack(v)) for _, v in self.scan(layout.STEPS)]
 
@@ -302,6 +359,20 @@ class RunReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_run_folder(path: Path) -> None:
+    """One line for each way `path` can fail to be a run, before LMDB sees it."""
+    if path.is_file():
+        hint = f"; the run is {path.parent}" if path.name == layout.DATA_FILE else ""
+        raise TvisError(f"{path}: not a run folder (a file{hint})")
+    if not path.is_dir():
+        raise TvisError(f"{path}: no such run folder")
+    data = path / layout.DATA_FILE
+    if not data.is_file():
+        raise TvisError(f"{path}: not a tvis run (no {layout.DATA_FILE})")
+    if data.stat().st_size == 0:  # lmdb would say "Bad file descriptor"
+        raise TvisError(f"{path}: corrupt or truncated run ({layout.DATA_FILE} is empty)")
 
 
 def _range(cursor: Any, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:

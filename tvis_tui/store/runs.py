@@ -31,6 +31,10 @@ def is_run(path: Path) -> bool:
     return (path / layout.DATA_FILE).is_file()
 
 
+UNREADABLE = "unreadable"
+"""The status of a run folder whose store cannot be read; its `reason` says why."""
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """What `tvis ls` and the run picker show about one run."""
@@ -42,6 +46,8 @@ class RunSummary:
     calls: int
     size_bytes: int
     status: str
+    reason: str = ""
+    """Why the run is unreadable (status UNREADABLE), without the run's path."""
 
 
 def run_status(meta: dict) -> str:
@@ -71,31 +77,93 @@ def _pid_alive(pid: object) -> bool:
 
 
 def summarize(path: Path) -> RunSummary:
+    """The run's summary; raises TvisError (one line) when its store cannot be read.
+
+    Calls are the records stored. Steps are the recorder's final `steps_recorded` when it
+    closed the run, else the step records stored: a run that did not end cleanly (killed,
+    still recording) never wrote that count."""
     with RunReader(path) as reader:
         meta = reader.meta()
-        calls = reader.call_count()
-    size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+        steps = _final_steps(meta)
+        if steps is None:
+            steps = reader.complete_steps()
+        calls = reader.stored_calls()
     return RunSummary(
         path=path,
         script=str(meta.get("script", "?")),
         started=str(meta.get("started_at", "?")),
-        steps=int(meta.get("steps_recorded", 0) or 0),
+        steps=steps,
         calls=calls,
-        size_bytes=size,
+        size_bytes=_folder_bytes(path),
         status=run_status(meta),
     )
 
 
+def _final_steps(meta: dict) -> int | None:
+    """`steps_recorded` as the recorder wrote it on closing the run, or None."""
+    steps = meta.get("steps_recorded")
+    if meta.get("status", "running") == "running" or not isinstance(steps, int):
+        return None
+    return steps
+
+
+def _folder_bytes(path: Path) -> int:
+    try:
+        return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+    except OSError:
+        return 0
+
+
+def _unreadable(path: Path, reason: str) -> RunSummary:
+    """A row for a run that cannot be read, so that one bad run does not hide the others."""
+    return RunSummary(path=path, script="?", started="?", steps=0, calls=0,
+                      size_bytes=_folder_bytes(path), status=UNREADABLE, reason=reason)
+
+
+def _summary_or_unreadable(path: Path) -> RunSummary:
+    try:
+        return summarize(path)
+    except TvisError as exc:
+        return _unreadable(path, str(exc).removeprefix(f"{path}: "))
+    except OSError as exc:  # a folder we may not look into
+        return _unreadable(path, f"unreadable run ({exc.strerror or exc})")
+
+
+def _may_be_run(path: Path) -> bool:
+    try:
+        return path.is_dir() and is_run(path)
+    except OSError:
+        return True  # cannot look inside: list it (as unreadable) rather than hide it
+
+
+def _run_folders(root: Path) -> list[Path]:
+    try:
+        return [p for p in sorted(root.iterdir()) if _may_be_run(p)]
+    except OSError as exc:
+        raise TvisError(f"{root}: cannot list runs ({exc.strerror or exc})") from None
+
+
 def find_runs(directory: str | os.PathLike[str]) -> list[RunSummary]:
     """Runs directly inside `directory` (or the directory itself if it is a run), newest
-    first. Folders that are not runs are skipped; unreadable runs raise TvisError."""
+    first, then the unreadable ones (status "unreadable"). Folders that are not runs are
+    skipped. A `directory` that is itself a run raises TvisError when it is unreadable."""
     root = Path(directory)
     if not root.exists():
         raise TvisError(f"{root}: no such directory")
     if is_run(root):
         return [summarize(root)]
     if not root.is_dir():
-        raise TvisError(f"{root}: not a directory of runs")
-    runs = [summarize(p) for p in sorted(root.iterdir()) if p.is_dir() and is_run(p)]
-    runs.sort(key=lambda r: (r.started, r.path.name), reverse=True)
-    return runs
+        raise TvisError(f"{root}: not a directory of runs{_data_file_hint(root)}")
+    runs = [_summary_or_unreadable(p) for p in _run_folders(root)]
+    good = sorted((r for r in runs if r.status != UNREADABLE),
+                  key=lambda r: (r.started, r.path.name), reverse=True)
+    # Unreadable runs after the others, by name: the picker's first row (Enter) stays
+    # the newest run, and a bad run has no start time to sort by.
+    return good + [r for r in runs if r.status == UNREADABLE]
+
+
+def _data_file_hint(path: Path) -> str:
+    """For `tvis ls RUN/data.mdb`: name the folder that is the run."""
+    if path.name == layout.DATA_FILE and is_run(path.parent):
+        return f" (a file; the run is {path.parent})"
+    return " (a file)" if path.is_file() else ""

@@ -1,0 +1,193 @@
+"""Damaged runs and dangerous paths: one line on stderr and exit 2, never a crash, and one
+bad run never hides the good ones (`tvis ls`, `tvis export`, `tvis tui`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tvis_tui.cli import main
+from tvis_tui.store import CallRecord, RunWriter, Slot, StepRecord
+
+PAGE = 4096
+
+
+def _write_run(path: Path, calls: int = 40) -> Path:
+    """A finished run of `calls` calls, each with a 1 KiB output: ~25 LMDB pages."""
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", started_at="2026-01-01T00:00:00", status="running")
+        for seq in range(1, calls + 1):
+            w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=1, phase="forward",
+                                  kind="module", name=f"m{seq}"))
+            w.put_slot(seq, Slot("output", 0, "out", shape=(256,), dtype="float32",
+                                 values_dtype="float32"), np.zeros(256, np.float32).tobytes())
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=calls))
+        w.close(status="ok", steps_recorded=1)
+    return path
+
+
+def _truncated(src: Path, dst: Path, size: int) -> Path:
+    shutil.copytree(src, dst)
+    os.truncate(dst / "data.mdb", size)
+    return dst
+
+
+def _tvis(*argv: str) -> subprocess.CompletedProcess[str]:
+    """tvis in a child process: for cases where a regression would be a SIGBUS, which
+    would otherwise kill the whole test run."""
+    return subprocess.run([sys.executable, "-m", "tvis_tui.cli", *argv], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.err.startswith("tvis: error: ") and captured.err.count("\n") == 1, captured.err
+    return captured.err
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory) -> Path:
+    return _write_run(tmp_path_factory.mktemp("runs") / "good")
+
+
+# -- 1: a truncated data.mdb (LMDB maps the file: a missing page is a SIGBUS) -----------
+
+@pytest.fixture(scope="module")
+def truncated_runs(good_run, tmp_path_factory) -> dict[str, Path]:
+    full = (good_run / "data.mdb").stat().st_size
+    assert full > 8 * PAGE  # else the sizes below would not cut pages off
+    root = tmp_path_factory.mktemp("truncated")
+    sizes = {"half": full // 2 + 17, "two-pages": 2 * PAGE, "one-byte-short": full - 1}
+    return {name: _truncated(good_run, root / name, size) for name, size in sizes.items()}
+
+
+@pytest.mark.parametrize("size", ["half", "two-pages", "one-byte-short"])
+@pytest.mark.parametrize("command", ["ls", "export", "tui"])
+def test_truncated_run_is_one_line_error_not_a_bus_error(truncated_runs, command, size):
+    # In a child process: before the fix this killed the process (SIGBUS, rc 135).
+    run = truncated_runs[size]
+    proc = _tvis(command, str(run))
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.startswith(f"tvis: error: {run}: corrupt or truncated run (data.mdb is ")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_empty_data_file_says_so(tmp_path, capsys):
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "data.mdb").write_bytes(b"")
+    assert main(["export", str(tmp_path / "victim")]) == 2
+    assert "corrupt or truncated run (data.mdb is empty)" in _one_error_line(capsys)
+
+
+# -- 2: `-o` inside the run being read --------------------------------------------------
+
+@pytest.mark.parametrize("inside", ["data.mdb", "lock.mdb", "export.jsonl", "../{run}/x.json"])
+def test_export_refuses_output_inside_the_run(good_run, tmp_path, capsys, inside):
+    run = shutil.copytree(good_run, tmp_path / "run")
+    before = (run / "data.mdb").read_bytes()
+    output = run / inside.format(run=run.name)
+    proc = _tvis("export", str(run), "-o", str(output))  # truncating data.mdb: SIGBUS
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"tvis: error: -o {output}: inside the run folder {run};")
+    assert (run / "data.mdb").read_bytes() == before  # the recording is intact
+    assert sorted(p.name for p in run.iterdir()) == ["data.mdb", "lock.mdb"]
+    assert main(["ls", str(run)]) == 0 and "ok" in capsys.readouterr().out
+
+
+def test_export_refuses_a_hard_link_to_the_run_data(good_run, tmp_path, capsys):
+    run = shutil.copytree(good_run, tmp_path / "run")
+    link = tmp_path / "elsewhere.mdb"
+    os.link(run / "data.mdb", link)
+    proc = _tvis("export", str(run), "-o", str(link))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the same file as one in the run folder" in proc.stderr
+    assert (run / "data.mdb").stat().st_size > 0
+
+
+def test_export_next_to_the_run_still_works(good_run, tmp_path):
+    out = tmp_path / "run.jsonl"  # beside the run folder, not inside it
+    assert main(["export", str(good_run), "-o", str(out)]) == 0
+    assert out.read_text().count("\n") == 1 + 1 + 40  # meta, step, calls
+
+
+def test_export_to_a_missing_folder_is_one_line_error(good_run, tmp_path, capsys):
+    assert main(["export", str(good_run), "-o", str(tmp_path / "nope" / "x.jsonl")]) == 2
+    assert "cannot write (No such file or directory)" in _one_error_line(capsys)
+
+
+# -- 3: one unreadable run among good ones ----------------------------------------------
+
+@pytest.fixture
+def mixed_folder(good_run, tmp_path) -> Path:
+    runs = tmp_path / "runs"
+    shutil.copytree(good_run, runs / "good")
+    (runs / "victim").mkdir()
+    (runs / "victim" / "data.mdb").write_bytes(b"")  # what the tester's runs4/victim held
+    _truncated(good_run, runs / "trunc", 70000)
+    return runs
+
+
+def test_ls_lists_good_runs_and_marks_the_unreadable_ones(mixed_folder):
+    proc = _tvis("ls", str(mixed_folder))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    assert rows["good"][-1] == "ok" and rows["good"][4:6] == ["1", "40"]  # steps, calls
+    assert rows["trunc"][-1] == "unreadable" and rows["victim"][-1] == "unreadable"
+    assert [line.split()[0] for line in lines[1:4]] == ["good", "trunc", "victim"]
+    assert "trunc: corrupt or truncated run (data.mdb is 70,000 bytes; its pages need" in "\n".join(lines)
+    assert "victim: corrupt or truncated run (data.mdb is empty)" in lines
+
+
+def test_tui_picker_shows_unreadable_run_and_opening_it_says_why(mixed_folder):
+    from textual.widgets import DataTable
+
+    from tvis_tui.app import make_app
+    from tvis_tui.screens.run_picker import RunPickerScreen
+
+    # In this process a regression would be a SIGBUS: the truncated run is covered above.
+    shutil.rmtree(mixed_folder / "trunc")
+
+    async def scenario() -> tuple[list[list[str]], list[str], object]:
+        app = make_app(mixed_folder)
+        async with app.run_test(size=(120, 20)) as pilot:
+            await pilot.pause()
+            table = app.screen.query_one(DataTable)
+            rows = [[str(cell) for cell in table.get_row_at(r)] for r in range(table.row_count)]
+            table.move_cursor(row=1)
+            await pilot.press("enter")
+            await pilot.pause()
+            return rows, [n.message for n in app._notifications], app.screen
+
+    rows, notes, screen = asyncio.run(scenario())
+    assert [(r[0], r[1]) for r in rows] == [("good", "ok"), ("victim", "unreadable")]
+    assert isinstance(screen, RunPickerScreen)  # not opened
+    assert notes == [f"{mixed_folder / 'victim'}: corrupt or truncated run (data.mdb is empty)"]
+
+
+# -- 8: the data file instead of its folder ---------------------------------------------
+
+def test_export_of_the_data_file_names_the_run_folder(good_run, capsys):
+    assert main(["export", str(good_run / "data.mdb")]) == 2
+    err = _one_error_line(capsys)
+    assert f"not a run folder (a file; the run is {good_run})" in err
+    assert "no such run folder" not in err
+
+
+def test_ls_of_the_data_file_names_the_run_folder(good_run, capsys):
+    assert main(["ls", str(good_run / "data.mdb")]) == 2
+    assert f"(a file; the run is {good_run})" in _one_error_line(capsys)
+
+
+def test_export_of_another_file_says_it_is_a_file(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["export", str(tmp_path / "notes.txt")]) == 2
+    assert "not a run folder (a file)" in _one_error_line(capsys)
