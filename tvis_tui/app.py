@@ -38,7 +38,7 @@ class TvisApp(App[None]):
         try:
             reader = RunReader(path)
         except TvisError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(str(exc), severity="error", markup=False)
             return
         self.push_screen(DebuggerScreen(reader, start=start))
 

@@ -103,3 +103,12 @@ async def test_refresh_shows_calls_committed_after_opening(tmp_path):
 async def test_failing_call_is_marked_in_the_tree(crashed_run):
     async with opened(crashed_run) as pilot:
         assert "blocks.1.fc Linear ✗ raised" in screen_text(pilot.app)
+
+
+@pytest.mark.parametrize("prompt", ["g", "slash"])
+async def test_markup_typed_into_a_prompt_is_shown_as_typed(healthy_run, prompt):
+    async with opened(healthy_run, 5) as pilot:
+        await press(pilot, prompt, "left_square_bracket", "slash", "right_square_bracket", "enter")
+        assert pilot.app.screen.seq == 5  # the app is still running: no MarkupError
+        messages = [n.message for n in pilot.app._notifications]
+        assert any("'[/]'" in m for m in messages), messages

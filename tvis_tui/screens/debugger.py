@@ -91,7 +91,7 @@ class DebuggerScreen(SteppingActions, Screen):
     def move(self, target: int | None, what: str) -> None:
         if target is None:
             self.app.bell()
-            self.notify(f"no {what}", timeout=2)
+            self.notify(f"no {what}", timeout=2, markup=False)
         else:
             self.seq = target
 

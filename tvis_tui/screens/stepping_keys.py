@@ -108,7 +108,7 @@ class SteppingActions:
             value = text.strip().lstrip("#").replace(",", "").replace("_", "")
             if not value.isdigit() or not 1 <= int(value) <= self.stepper.total:
                 self.app.notify(f"not a call number: {text!r} (1 to {self.stepper.total:,})",  # type: ignore[attr-defined]
-                                severity="error")
+                                severity="error", markup=False)
                 return
             self.jump(int(value), "call")
 

@@ -74,7 +74,7 @@ class ValuesScreen(Screen):
                 index = parse_index(text, ndim)
                 view = self.array[index]
             except (ValueError, IndexError) as exc:
-                self.notify(str(exc).splitlines()[0], severity="error")
+                self.notify(str(exc).splitlines()[0], severity="error", markup=False)
                 return
             if view.ndim > 2:
                 self.notify(f"the view shows 2 dimensions at most; this slice has {view.ndim}", severity="error")

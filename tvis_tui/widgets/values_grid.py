@@ -55,7 +55,8 @@ class ValuesGrid(ScrollView, can_focus=True):
 
     def show(self, view: np.ndarray) -> None:
         """`view` has at most two dimensions; a vector shows as one column."""
-        self.matrix = np.atleast_1d(view).reshape(view.shape[0], -1) if view.ndim else view.reshape(1, 1)
+        # Explicit shapes: reshape(n, -1) cannot infer -1 for an empty view.
+        self.matrix = view if view.ndim == 2 else view.reshape(-1, 1) if view.ndim == 1 else view.reshape(1, 1)
         rows, cols = self.matrix.shape
         self.virtual_size = Size(self._label_width() + cols * CELL, rows + 1)
         self.scroll_to(0, 0, animate=False, immediate=True)
