@@ -54,7 +54,7 @@ def _one_error_line(capsys) -> str:
 
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory) -> Path:
-    return _write_run(tmp_path_factory.mktemp("runs") / "good")
+    return _write_run(tmp_path_factory.mktemp("good_run") / "good")
 
 
 # -- 1: a truncated data.mdb (LMDB maps the file: a missing page is a SIGBUS) -----------

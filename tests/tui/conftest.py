@@ -182,7 +182,7 @@ def write_crashed_run(path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def runs_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("runs")
+    root = tmp_path_factory.mktemp("runs")  # the picker snapshots show this name: no other test may use it
     write_healthy_run(root / "20261201-100000-train")
     write_crashed_run(root / "20261202-093000-train")
     return root
