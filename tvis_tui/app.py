@@ -53,8 +53,12 @@ def make_app(path: str | Path, *, start: int | None = None) -> TvisApp:
         with RunReader(target) as reader:
             total = reader.call_count()
         if start is not None and not 1 <= start <= total:
-            raise TvisError(f"--call {start}: {target} has calls 1 to {total}")
+            has = f"has calls 1 to {total}" if total else "has no calls"
+            raise TvisError(f"--call {start}: {target} {has}")
         return TvisApp(target, start=start)
+    if start is not None and target.is_dir():  # the picker would drop it without a word
+        raise TvisError(f"--call {start}: {target} is a folder, not a run; give one run "
+                        f"(tvis tui {target / '<run>'} --call {start})")
     runs = find_runs(target)
     if not runs:
         raise TvisError(f"{target}: no tvis runs here (record one with `tvis run`)")

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tvis_tui.app import TvisApp
 from tvis_tui.cli import main
 from tvis_tui.screens.help import key_reference_markdown
+from tvis_tui.store import CallRecord, RunWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +45,30 @@ def test_corrupt_run(tmp_path, capsys):
 
 def test_call_number_out_of_range(healthy_run, capsys):
     assert "calls 1 to 39" in _error(capsys, str(healthy_run), "--call", "40")
+
+
+@pytest.fixture
+def no_terminal_app(monkeypatch):
+    """For errors found only once the run is read: the app must not start instead (without
+    a terminal it would wait forever)."""
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("the app started instead of an error")
+    monkeypatch.setattr(TvisApp, "run", refuse)
+
+
+def test_call_on_a_folder_of_runs_is_refused(tmp_path, capsys, no_terminal_app):
+    with RunWriter(tmp_path / "runs" / "a") as w:
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward",
+                              kind="module", name="m"))
+    err = _error(capsys, str(tmp_path / "runs"), "--call", "5")
+    assert f"--call 5: {tmp_path / 'runs'} is a folder, not a run" in err
+
+
+def test_call_on_a_run_without_calls_says_it_has_none(tmp_path, capsys, no_terminal_app):
+    with RunWriter(tmp_path / "empty") as w:
+        w.put_meta(script="train.py", status="crashed")
+    err = _error(capsys, str(tmp_path / "empty"), "--call", "1")
+    assert err.endswith("has no calls\n") and "1 to 0" not in err
 
 
 def test_key_reference_doc_matches_the_bindings():
