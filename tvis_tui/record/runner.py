@@ -110,7 +110,7 @@ def record(target: Target, options: Options) -> int:
     finally:
         steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
     _report(outcome, path, steps, recorder.warnings, recorder.writer.errors)
-    if outcome.interrupted:
+    if outcome.status == "stopped":  # by Ctrl-C, the one way a run here stops
         raise KeyboardInterrupt  # the CLI ends the process as python would (cli.py)
     return outcome.exit_status
 
@@ -120,7 +120,6 @@ class _Outcome:
         self.exit_status = 0
         self.status = "ok"
         self.summary: str | None = None
-        self.interrupted = False
         self.meta: dict[str, Any] = {"status": "ok", "exit_status": 0}
 
     def set(self, status: str, exit_status: int, **meta: Any) -> None:
@@ -156,7 +155,6 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
     except KeyboardInterrupt as exc:
         recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
-        outcome.interrupted = True
     except BaseException as exc:  # an exception deriving from BaseException crashes python too
         _failed(exc, outcome, recorder)
     finally:
