@@ -21,7 +21,8 @@ trace callbacks, backward node hooks and garbage collections is taken out, but n
 tvis does to the script's own code between hooks: torch's slow path for modules when global
 hooks exist (~2 us per call), the few lines of each hook before its clock starts, caches
 and branch predictors the hooks and tensor summaries evict, and the writer thread
-competing for the GIL and the cores. A model of 200 tiny Linear layers shows it per call:
+competing for the GIL and the cores (it only runs LMDB's puts and commits, since Dec 2026:
+encoding records there held the GIL when training ops wanted it back; sink.py). A model of 200 tiny Linear layers shows it per call:
 plain 6.5 us, recorded 12-14 us (median).
 
 The overhead ratios move by 5-10% between runs on this shared VM; tvis's own time per step
@@ -45,10 +46,9 @@ summaries alone, at numpy's per-pass floor, cost ~0.8 plain steps (90 tensors, a
 one ~75 us: min, max, sum, dot, zero count and a 4096-value histogram).
 
 `--breakdown` adds one instrumented run of the CNN: where tvis's own time goes.
-`--sync-writer` writes the store from the hooks instead of the writer thread (a diagnostic:
-on a busy 2-core machine the writer thread's Python work competes with training for the
-GIL and the cores, which slows the script's own ops, outside any hook, where tvis cannot
-count it as its overhead).
+`--sync-writer` commits the store from the hooks instead of the writer thread (a
+diagnostic: what the writer thread's work costs the script's own ops, outside any hook,
+where tvis cannot count it as its overhead).
 Steps after the first are compared (the first step pays for warm-up in both).
 """
 
@@ -304,7 +304,7 @@ def breakdown(steps: int, out: str) -> dict[str, float]:
             spent["other hook work"] += time.perf_counter_ns() - started
 
     writer_cpu: list[float] = []
-    original_drain = WriterThread._drain
+    original_drain = WriterThread._drain  # LMDB puts and commits
 
     def timed_drain(self):
         started = time.thread_time()
@@ -321,16 +321,18 @@ def breakdown(steps: int, out: str) -> dict[str, float]:
             original_summarize, original_guard, original_drain)
     spent["other hook work"] -= spent["tensor summaries"]
     result = {k: v / steps / 1e6 for k, v in spent.items()}
-    result["writer thread CPU (msgpack + LMDB)"] = sum(writer_cpu) / steps * 1e3
+    result["writer thread CPU (LMDB)"] = sum(writer_cpu) / steps * 1e3
     return result
 
 
 def write_synchronously() -> None:
-    """Diagnostic: hooks apply each write at once (counted as tvis's overhead)."""
-    def submit(self: WriterThread, method: Callable[..., Any], *args: Any, values_bytes: int = 0,
-               **kwargs: Any) -> None:
-        method(*args, **kwargs)  # nothing is held for the writer: no bytes to count
-    WriterThread._submit = submit  # type: ignore[method-assign]
+    """Diagnostic: hooks commit to LMDB themselves (counted as tvis's overhead)."""
+    init = WriterThread.__init__
+
+    def committing_in_hooks(self: WriterThread, writer: Any) -> None:
+        init(self, writer)
+        writer.hand_commits_to(None)
+    WriterThread.__init__ = committing_in_hooks  # type: ignore[method-assign]
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ slots.py    flattening nested inputs/outputs into slots; stats.py summarizes one
 names.py    qualified module and parameter names; sites.py user files, call and def sites
 memory.py   peak memory per step: live_tensors.py the tensor storages tvis has seen alive,
             saved.py what autograd holds for backward, followed node by node
-timing.py   CUDA-event durations and tvis's own overhead; sink.py writes the run from a thread
+timing.py   CUDA-event durations and tvis's own overhead; sink.py commits the run from a thread
 data.py     samples and batches: transforms.py, images.py, tokenizers.py, describe.py,
             samples.py, workers.py (DataLoader workers), decoding.py (top-k predictions)
 functions.py user functions as calls, via sys.settrace; lines.py the tensors each user line bound

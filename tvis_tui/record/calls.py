@@ -148,7 +148,7 @@ class CallLog:
         record = call.record.closed(duration, nonfinite, _describe(error) if error is not None else None,
                                     {**call.record.extra, **extra} if extra else call.record.extra)
         if gpu_end is not None:
-            self.writer.call(put_timed_call, record, call.gpu_start, gpu_end)
+            self.writer.defer(put_timed_call, record, call.gpu_start, gpu_end)
         else:
             self.writer.put_call(record, first=False)
         if error is not None and error is not self._failing_exc:

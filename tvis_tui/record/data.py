@@ -1,7 +1,7 @@
 """The data half of a recording: samples, batches, tokenizer calls and predictions.
 
 `DataCapture` is installed by the Recorder next to its own hooks and writes through the
-same writer thread into the extension databases of tvis_tui.store.samples. It wraps:
+same sink (sink.py) into the extension databases of tvis_tui.store.samples. It wraps:
 
 - torch's dataset fetchers' `fetch` (main process and workers alike; samples.py),
 - `_MultiProcessingDataLoaderIter._process_data`, to take worker results apart (workers.py),

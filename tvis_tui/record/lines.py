@@ -56,7 +56,7 @@ class _LineTally:
 
 
 class LineShapes:
-    """Per-step tallies of the lines that ran, written through the writer thread.
+    """Per-step tallies of the lines that ran, written through the sink (sink.py).
 
     A line counts in the step it started in: `opt.step()` ends a step and is reported
     when the next line starts, in the next step. So a step's tallies are written once the

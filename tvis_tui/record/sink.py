@@ -1,146 +1,134 @@
-"""Writing the run from a thread of its own, so training does not wait for LMDB.
+"""Writing the run: records are encoded where they are made, LMDB is written by a thread.
 
-Hooks hand finished records (immutable, or copied) to a queue; one writer thread applies
-them to the RunWriter in the order they were queued, so the store sees exactly the
-sequence a synchronous writer would. LMDB commits (copying tensor values into the map)
-then overlap with training. When training produces values faster than the writer stores
-them (everything captured, on a busy machine), hooks wait once the values held for the
-writer pass MAX_HELD_BYTES, until it has caught up to half of that: memory stays bounded,
-and the wait is counted as tvis's overhead like the rest of a hook.
+Hooks put records into the RunWriter's buffer on their own thread (encoding them there,
+counted as tvis's overhead); each commit's buffer goes to one writer thread, which applies
+them in the order committed, so the store sees exactly the sequence a synchronous writer
+would. Encoding on the writer thread instead held the GIL whenever a training op returned
+and wanted it back, and that wait landed in the script's own time, where tvis cannot count
+it (bench_record.py, Dec 2026, old/new interleaved, recorded/plain step in summary mode:
+char LM 1.39, 1.40 -> 1.22, 1.24; the CNN within noise, 1.39, 1.33 -> 1.33, 1.37). The writer
+thread is left a short loop of LMDB puts and the commit, little Python to hold the GIL.
+
+When training produces values faster than the writer stores them (everything captured,
+on a busy machine), hooks wait once the bytes handed to the writer pass MAX_HELD_BYTES,
+until it has caught up to half of that: memory stays bounded, and the wait is counted as
+tvis's overhead like the rest of a hook.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
 from typing import Any, Callable
 
 from tvis_tui.store.writer import RunWriter
 
-QUEUE_BATCHES = 256
-"""Batches in flight at most before hooks wait for the disk."""
-
-BATCH_ITEMS = 64
-BATCH_SECONDS = 0.1
-"""Records are handed over in batches: waking the writer thread for each one would cost
-a thread switch (and a GIL hand-off) per record. A batch goes when it holds BATCH_ITEMS
-records or its oldest is BATCH_SECONDS old, so a live reader lags by about that much."""
-
-
 MAX_HELD_BYTES = 256 << 20
-"""Tensor values queued for the writer at most before hooks wait for it."""
+"""Bytes handed to the writer thread at most before hooks wait for it."""
 
+MAX_ERRORS = 10
 
-_Item = tuple[Callable[..., Any], tuple, dict, int]
-"""A queued RunWriter call: method, args, kwargs and the bytes of tensor values it writes."""
+_Commit = tuple[list[tuple[bytes, bytes, bytes]], int]
+_Deferred = tuple[Callable[..., Any], tuple]
 
 
 class WriterThread:
-    """The RunWriter methods the recorder uses, queued to a daemon thread."""
+    """The RunWriter methods the recorder uses; commits (and deferred writes) run on a
+    daemon thread. A write that fails is reported in `errors`, never raised: a tvis bug or
+    a full disk must not break training."""
 
     def __init__(self, writer: RunWriter) -> None:
         self._writer = writer
-        self._queue: queue.Queue[list[_Item] | None] = queue.Queue(maxsize=QUEUE_BATCHES)
-        self._batch: list[_Item] = []
-        self._batch_started = 0.0
-        self._batch_lock = threading.Lock()
+        # Unbounded: the bytes it holds are bounded by the hooks' wait.
+        self._queue: queue.Queue[_Commit | _Deferred | None] = queue.Queue()
         self.errors: list[str] = []
-        # Bytes of tensor values queued (counted under the batch lock) and written (by
-        # the writer thread alone).
-        self._queued_bytes = 0
-        self._written_bytes = 0
-        self._caught_up = threading.Condition()  # notified as each batch is written
+        self._held = 0  # bytes handed over and not yet written, under _caught_up
+        self._caught_up = threading.Condition()  # notified as each commit is written
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
+        writer.hand_commits_to(self._hand_over)
         self._thread.start()
 
+    def _hand_over(self, pending: list[tuple[bytes, bytes, bytes]], size: int) -> None:
+        """Called by the RunWriter (under its lock) at each commit. A deferred write's
+        commit is written at once: queued behind close()'s end mark, it would be lost."""
+        if threading.current_thread() is self._thread:
+            self._writer.write(pending)
+            return
+        with self._caught_up:
+            self._held += size
+        self._queue.put((pending, size))
+
     def _drain(self) -> None:
-        while True:
-            batch = self._queue.get()
-            if batch is None:
-                return
-            for method, args, kwargs, values_bytes in batch:
-                try:
-                    method(*args, **kwargs)
-                except Exception as exc:  # keep training going; the runner reports it
-                    if len(self.errors) < 10:
-                        self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
-                self._written_bytes += values_bytes
-            with self._caught_up:
-                self._caught_up.notify_all()
+        while (job := self._queue.get()) is not None:
+            first, second = job
+            try:
+                if callable(first):
+                    first(self._writer, *second)
+                else:
+                    self._writer.write(first)
+            except Exception as exc:  # keep training going; the runner reports it
+                self._failed(exc)
+            if not callable(first):
+                with self._caught_up:
+                    self._held -= second
+                    self._caught_up.notify_all()
 
-    def _submit(self, method: Callable[..., Any], *args: Any, values_bytes: int = 0,
-                **kwargs: Any) -> None:
-        now = time.monotonic()
-        with self._batch_lock:
-            self._queued_bytes += values_bytes
-            if not self._batch:
-                self._batch_started = now
-            self._batch.append((method, args, kwargs, values_bytes))
-            if len(self._batch) < BATCH_ITEMS and now - self._batch_started < BATCH_SECONDS:
-                return
-            batch, self._batch = self._batch, []
-        self._queue.put(batch)
+    def _failed(self, exc: Exception) -> None:
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
 
-    def _hand_over(self) -> None:
-        with self._batch_lock:
-            batch, self._batch = self._batch, []
-        if batch:
-            self._queue.put(batch)
-
-    def put_call(self, *args: Any, **kwargs: Any) -> None:
-        self._submit(self._writer.put_call, *args, **kwargs)
-
-    def put_slots(self, seq: int, slots: list) -> None:
-        self._submit(self._writer.put_slots, seq, slots, values_bytes=_values_bytes(slots))
-        if self._backlog() > MAX_HELD_BYTES:
+    def _apply(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception as exc:
+            self._failed(exc)
+        if self._held > MAX_HELD_BYTES:
             self._wait_for_writer()
 
-    def _backlog(self) -> int:
-        return self._queued_bytes - self._written_bytes
-
     def _wait_for_writer(self) -> None:
-        """Wait until the writer holds half the cap or less. The open batch is handed over
-        at every turn: hooks on other threads may have added to it meanwhile, and what
-        sits there counts in the backlog. (Handed over outside the condition's lock: a
-        full queue waits for the writer, which takes that lock after each batch.)"""
-        while self._backlog() > MAX_HELD_BYTES // 2 and self._thread.is_alive():
-            self._hand_over()
-            with self._caught_up:
-                if self._backlog() > MAX_HELD_BYTES // 2:
-                    self._caught_up.wait(timeout=0.05)
+        """Wait until the writer holds half the cap or less. No RunWriter lock is held
+        here: the writer thread's deferred writes take it."""
+        with self._caught_up:
+            while self._held > MAX_HELD_BYTES // 2 and self._thread.is_alive():
+                self._caught_up.wait(timeout=0.05)
 
     def held_bytes(self) -> int:
-        """Memory tvis holds for the store right now: values waiting in the queue and
-        the writer's uncommitted buffer."""
-        return self._backlog() + self._writer._pending_bytes
+        """Memory tvis holds for the store right now: commits waiting for the writer
+        thread and the RunWriter's open buffer."""
+        return self._held + self._writer._pending_bytes
+
+    def put_call(self, *args: Any, **kwargs: Any) -> None:
+        self._apply(self._writer.put_call, *args, **kwargs)
+
+    def put_slots(self, seq: int, slots: list) -> None:
+        self._apply(self._writer.put_slots, seq, slots)
 
     def put_step(self, *args: Any) -> None:
-        self._submit(self._writer.put_step, *args)
+        self._apply(self._writer.put_step, *args)
 
     def put_meta(self, **values: Any) -> None:
-        self._submit(self._writer.put_meta, **values)
+        self._apply(self._writer.put_meta, **values)
 
     def put_source(self, *args: Any) -> None:
-        self._submit(self._writer.put_source, *args)
+        self._apply(self._writer.put_source, *args)
 
     def call(self, function: Callable[..., Any], *args: Any) -> None:
-        """Queue `function(run_writer, *args)`: how store extensions write (store/samples.py)."""
-        self._submit(function, self._writer, *args)
+        """`function(run_writer, *args)` now: how store extensions write (store/samples.py)."""
+        self._apply(function, self._writer, *args)
+
+    def defer(self, function: Callable[..., Any], *args: Any) -> None:
+        """`function(run_writer, *args)` on the writer thread, after everything committed
+        so far: for records that must wait for the device (CUDA event times)."""
+        self._queue.put((function, args))
 
     def flush(self) -> None:
-        self._submit(self._writer.flush)
-        self._hand_over()
+        self._apply(self._writer.flush)
 
     def close(self, **final_meta: Any) -> None:
-        """Write everything queued, then the final metadata, and close the store."""
-        self._hand_over()
+        """Write everything handed over, then the rest and the final metadata, and close."""
         self._queue.put(None)
         self._thread.join()
+        self._writer.hand_commits_to(None)
         if self.errors:
             final_meta["warnings"] = [*final_meta.get("warnings", []), *self.errors]
         self._writer.close(**final_meta)
-
-
-def _values_bytes(slots: list) -> int:
-    return sum(len(values) for _, values in slots if values is not None)

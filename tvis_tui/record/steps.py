@@ -148,7 +148,7 @@ class StepTracker:
             loss=self._losses[-1] if self._losses else None, rule=rule,
             phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
         if self._gpu_events:
-            self._writer.call(put_timed_step, record, self._gpu_events)
+            self._writer.defer(put_timed_step, record, self._gpu_events)
         else:
             self._writer.put_step(record)
 

@@ -25,7 +25,7 @@ T = TypeVar("T", bound="_Wire")
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
     """A record class's field names, in order (`dataclasses.fields` is slow per call: the
-    writer thread encodes hundreds of records a step)."""
+    recorder encodes hundreds of records a step)."""
     return tuple(f.name for f in dataclasses.fields(cls))
 
 

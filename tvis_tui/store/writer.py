@@ -4,6 +4,10 @@ Puts are buffered and committed together; a committed transaction survives the p
 being killed (LMDB pages reach the OS on commit), so a run killed at any moment opens with
 everything up to the last commit. Commits happen when the buffer passes a size or an age,
 on `flush()`, and on `close()`. The map doubles whenever a commit does not fit.
+
+A commit can be handed to another thread (`hand_commits_to`): records are then encoded on
+the thread that puts them and only the LMDB transaction runs on the other, whose puts and
+commits leave the GIL to the training thread far more than encoding would.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import lmdb
 
@@ -59,6 +63,7 @@ class RunWriter:
         self._span: PhaseSpan | None = None
         self._span_ordinal: dict[int, int] = {}
         self._closed = False
+        self._committer: Callable[[list[tuple[bytes, bytes, bytes]], int], None] | None = None
         self.put_meta(schema_version=layout.SCHEMA_VERSION)
         self.flush()
 
@@ -76,7 +81,6 @@ class RunWriter:
         with self._lock:
             if self._closed:
                 return
-            self._db(db)
             self._pending.append((db, key, value))
             self._pending_bytes += len(key) + len(value)
             if (
@@ -94,11 +98,31 @@ class RunWriter:
         with self._lock:
             self._commit()
 
+    def hand_commits_to(
+        self, committer: Callable[[list[tuple[bytes, bytes, bytes]], int], None] | None
+    ) -> None:
+        """From now on give each commit's buffered puts, and their size in bytes, to
+        `committer`, which must pass them to `write` in the order given (from a thread of
+        its own); None writes them on the committing thread again."""
+        with self._lock:
+            self._committer = committer
+
     def _commit(self) -> None:
-        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        pending, size = self._pending, self._pending_bytes
+        self._pending, self._pending_bytes = [], 0
         self._last_commit = time.monotonic()
         if not pending:
             return
+        if self._committer is not None:
+            self._committer(pending, size)
+        else:
+            self.write(pending)
+
+    def write(self, pending: list[tuple[bytes, bytes, bytes]]) -> None:
+        """Apply buffered puts in one transaction. Databases are opened here, outside any
+        transaction: opening one takes LMDB's write lock too."""
+        for name in {db for db, _, _ in pending}:
+            self._db(name)
         while True:
             try:
                 with self._env.begin(write=True) as txn:
