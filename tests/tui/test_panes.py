@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 from conftest import MODEL, line_of
 from pilot import opened, press
 from screen_text import screen_text
@@ -9,6 +12,7 @@ from screen_text import screen_text
 from tvis_tui.screens.help import HelpScreen
 from tvis_tui.screens.values import ValuesScreen
 from tvis_tui.widgets.call_tree import CallTree
+from tvis_tui.widgets.inspector import Inspector
 from tvis_tui.widgets.source_pane import SourcePane
 
 
@@ -26,7 +30,7 @@ async def test_every_pane_shows_the_current_call(healthy_run):
 async def test_nan_output_is_flagged_in_tree_inspector_and_status(healthy_run):
     async with opened(healthy_run, 36) as pilot:
         text = screen_text(pilot.app)
-        assert "head Linear NaN" in text
+        assert "head Linear NaN/Inf" in text
         assert "NaN/Inf in output" in text
         assert "14/0" in text  # 40 values, every third one NaN
 
@@ -184,3 +188,64 @@ async def test_values_view_scrolls_across_wide_tensors(healthy_run):
         await press(pilot, *["right"] * 30)
         assert screen_text(pilot.app).splitlines()[1].split()[0] != "0"
         await press(pilot, "home")
+
+
+async def test_picker_says_why_a_run_is_unreadable_and_moves_like_the_tree(tmp_path, healthy_run):
+    shutil.copytree(healthy_run, tmp_path / "good")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "data.mdb").write_bytes(b"garbage" * 1000)
+    async with opened(tmp_path) as pilot:
+        row = next(line for line in screen_text(pilot.app).splitlines() if " bad " in line)
+        assert "unreadable" in row and "MDB_INVALID" in row
+        assert row.split()[-1] != "0"  # no step/call counts that would read as an empty run
+        table = pilot.app.screen.query_one("#runs")
+        await press(pilot, "j")
+        assert table.cursor_row == 1
+        await press(pilot, "k")
+        assert table.cursor_row == 0
+        await press(pilot, "end")
+        assert table.cursor_row == 1
+        await press(pilot, "home")
+        assert table.cursor_row == 0
+
+
+async def test_reload_of_a_run_cut_short_meanwhile_says_so_and_goes_back(tmp_path, healthy_run):
+    shutil.copytree(healthy_run, tmp_path / "run")
+    async with opened(tmp_path) as pilot:
+        await press(pilot, "enter")
+        assert "call 1 of 39" in screen_text(pilot.app)
+        os.truncate(tmp_path / "run" / "data.mdb", 3 * 4096)
+        await press(pilot, "ctrl+r")
+        assert pilot.app.is_running
+        messages = [n.message for n in pilot.app._notifications]
+        assert any(m.startswith("cannot reload: ") and "truncated run" in m for m in messages)
+        assert "runs in" in screen_text(pilot.app)  # back at the run list
+
+
+async def test_crashed_calls_message_stays_on_a_narrow_status_line(crashed_run):
+    async with opened(crashed_run, size=(80, 24)) as pilot:
+        status = screen_text(pilot.app).splitlines()[-2]
+        assert "raised: RuntimeError" in status
+
+
+async def test_inspector_columns_fit_the_current_call_not_the_widest_seen(healthy_run):
+    async with opened(healthy_run, 10) as pilot:
+        inspector = pilot.app.screen.query_one(Inspector)
+        widths = [c.get_render_width(inspector) for c in inspector.columns.values()]
+        await press(pilot, "o", "S", "g", *"10", "enter")  # via the optimizer step's long names
+        assert pilot.app.screen.seq == 10
+        assert [c.get_render_width(inspector) for c in inspector.columns.values()] == widths
+
+
+async def test_inspector_moves_with_j_k_and_home_end(healthy_run):
+    async with opened(healthy_run, 12) as pilot:  # backward: two parameter gradients
+        inspector = pilot.app.screen.query_one(Inspector)
+        inspector.focus()
+        await press(pilot, "j")
+        assert inspector.cursor_row == 1
+        await press(pilot, "k")
+        assert inspector.cursor_row == 0
+        await press(pilot, "end")
+        assert inspector.cursor_row == inspector.row_count - 1
+        await press(pilot, "home")
+        assert inspector.cursor_row == 0

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from tvis_tui.errors import TvisError
 from tvis_tui.messages import CallLoaded, JumpFound, RowsChanged, ValuesRequested
 from tvis_tui.screens.call_view import CallViewLoader
 from tvis_tui.screens.stepping import Stepper
@@ -204,13 +205,21 @@ class DebuggerScreen(SteppingActions, Screen):
 
     @work(thread=True, exclusive=True, group="load")
     def reload(self) -> None:
-        self.stepper.refresh()
+        try:
+            self.stepper.refresh()
+        except TvisError as exc:  # cut short since it was opened: reading on would crash
+            self.app.call_from_thread(self._damaged, str(exc))
+            return
         self.rows.reload()
         self.status = run_status(self.reader.meta())
         message = self.loader.load(max(1, min(self.seq, self.stepper.total)))
         if message is not None:
             self.post_message(message)
         self.app.call_from_thread(self.notify, f"reloaded: {self.stepper.total:,} calls", timeout=2)
+
+    def _damaged(self, message: str) -> None:
+        self.action_close()
+        self.app.notify(f"cannot reload: {message}", severity="error", markup=False, timeout=10)
 
     def action_help(self) -> None:
         from tvis_tui.screens.help import HelpScreen

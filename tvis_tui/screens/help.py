@@ -50,7 +50,8 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
     from tvis_tui.widgets.call_tree import CallTree
     from tvis_tui.widgets.source_pane import SourcePane
 
-    inspector = [Binding("up,down", "cursor", "Select an input, output or gradient"),
+    inspector = [Binding("up,k,down,j", "cursor", "Select an input, output or gradient"),
+                 Binding("home,end", "cursor", "First or last row"),
                  Binding("enter", "select", "Open the values of the selected tensor (when stored)")]
     scrolling = Binding("up,down,left,right,pageup,pagedown,home,end", "scroll",
                         "Scroll the values a line, a column or a page at a time")
@@ -60,7 +61,8 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
         ("Source pane", list(SourcePane.BINDINGS)),
         ("Inspector", inspector),
         ("Values view", [*ValuesScreen.BINDINGS, scrolling]),
-        ("Run list", list(RunPickerScreen.BINDINGS)),
+        ("Run list", [Binding("up,k,down,j,home,end", "cursor", "Select a run"),
+                      *RunPickerScreen.BINDINGS]),
         ("Everywhere", [*TvisApp.BINDINGS, Binding("tab", "focus_next", "Next pane")]),
     ]
 

@@ -13,7 +13,8 @@ from textual.widgets import DataTable, Footer, Static
 
 from tvis_tui.errors import TvisError
 from tvis_tui.store.listing import human_bytes
-from tvis_tui.store.runs import RunSummary, find_runs
+from tvis_tui.store.runs import UNREADABLE, RunSummary, find_runs
+from tvis_tui.widgets.row_table import RowTable
 
 STATUS_STYLES = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan"}
 
@@ -31,7 +32,7 @@ class RunPickerScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"runs in {self.folder}", style="bold"), id="picker-title")
-        yield DataTable(id="runs", cursor_type="row")
+        yield RowTable(id="runs")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -45,12 +46,7 @@ class RunPickerScreen(Screen):
         table = self.query_one(DataTable)
         table.clear()
         for run in self.runs:
-            table.add_row(
-                Text(run.path.name), Text(run.status, style=STATUS_STYLES.get(run.status, "")),
-                Text(Path(run.script).name), Text(run.started.replace("T", " ")[:19]),
-                Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"),
-                Text(human_bytes(run.size_bytes), justify="right"),
-            )
+            table.add_row(*_cells(run))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -76,3 +72,15 @@ class RunPickerScreen(Screen):
     def _reloaded(self, runs: list[RunSummary]) -> None:
         self.runs = runs
         self._fill()
+
+
+def _cells(run: RunSummary) -> list[Text]:
+    """A run's row; an unreadable run says why where its script would be (no counts:
+    zeros would read as an empty run)."""
+    size = Text(human_bytes(run.size_bytes), justify="right")
+    if run.status == UNREADABLE:
+        return [Text(run.path.name), Text(run.status, style="bold red"),
+                Text(run.reason or "", style="red"), Text(""), Text(""), Text(""), size]
+    return [Text(run.path.name), Text(run.status, style=STATUS_STYLES.get(run.status, "")),
+            Text(Path(run.script).name), Text(run.started.replace("T", " ")[:19]),
+            Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"), size]

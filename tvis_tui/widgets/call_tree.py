@@ -37,7 +37,7 @@ def row_label(row: Row) -> Text:
         if call.type and call.type != call.name:
             text.append(f" {call.type}", style="dim")
         if call.nonfinite_output:
-            text.append(" NaN", style="bold red")
+            text.append(" NaN/Inf", style="bold red")
         if call.error:
             text.append(" ✗ raised", style="bold red")  # a glyph too: NO_COLOR shows no red
         text.append(f"  {duration(call.duration_ns)}", style="dim")

@@ -8,6 +8,7 @@ from textual.widgets import DataTable
 from tvis_tui.messages import ValuesRequested
 from tvis_tui.store import CallRecord, Slot
 from tvis_tui.widgets.format import number, shape
+from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sparkline import sparkline
 
 COLUMNS = ("name", "shape", "nan/inf", "histogram", "min", "max", "mean", "std", "dtype", "device")
@@ -52,11 +53,11 @@ def optimizer_rows(call: CallRecord) -> list[Slot]:
     return rows
 
 
-class Inspector(DataTable):
+class Inspector(RowTable):
     """Enter on a tensor whose values were stored opens them (`ValuesRequested`)."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        super().__init__(id=id)
         self.seq = 0
         self.slots: list[Slot] = []
 
@@ -67,7 +68,10 @@ class Inspector(DataTable):
         """The call's stored slots, then (for an optimizer step) rows read from its extra;
         only the stored slots can open a values view."""
         self.seq, self.slots = seq, slots
-        self.clear()
+        # Columns too: their widths only grow, and one wide call would leave every later
+        # call's table padded out past a narrow pane.
+        self.clear(columns=True)
+        self.add_columns(*COLUMNS)
         rows = slots + (optimizer_rows(call) if call is not None else [])
         for slot in rows:
             self.add_row(*slot_cells(slot))

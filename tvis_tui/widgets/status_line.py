@@ -10,22 +10,33 @@ from tvis_tui.widgets.format import duration, phase_style
 
 
 def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None, status: str) -> Text:
+    """Run, status, step, phase, call n of N, duration. For a call that raised, its message
+    comes right after the call's number and the run's name is left out (the tree's title
+    shows it): what does not fit is cut off at the end, and the message must not be."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(run, style="bold")
+    if not call.error:
+        text.append(run, style="bold")
     if status != "ok":
         text.append(f" [{status}]", style="bold red" if status == "crashed" else "yellow")
+    if call.error:
+        text.append(f"  call {call.seq:,} of {total:,}")
+        text.append(f"  raised: {_first_line(call.error)}", style="bold red")
     text.append(f"  step {call.step}")
     if step is not None and step.loss is not None:
         text.append(f" (loss {step.loss:.4g})", style="dim")
     text.append("  ")
     text.append(call.phase, style=phase_style(call.phase))
-    text.append(f"  call {call.seq:,} of {total:,}")
+    if not call.error:
+        text.append(f"  call {call.seq:,} of {total:,}")
     text.append(f"  {duration(call.duration_ns)}")
     if call.nonfinite_output:
         text.append("  NaN/Inf in output", style="bold red")
-    if call.error:
-        text.append(f"  raised: {call.error}", style="bold red")
     return text
+
+
+def _first_line(message: str) -> str:
+    lines = message.strip().splitlines()
+    return lines[0] + (" …" if len(lines) > 1 else "") if lines else "(no message)"
 
 
 class StatusLine(Widget):
