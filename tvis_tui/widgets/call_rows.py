@@ -32,6 +32,10 @@ class Row:
     call: CallRecord | None = None
     span: PhaseSpan | None = None
     loss: float | None = None
+    until: int | None = None
+    """The last call of the phase this row is listed in: a call's children past it (the
+    backward and optimizer calls of a user function that runs a whole step) are listed
+    in their own phases, and listing them here too would show them twice."""
 
     @property
     def seq(self) -> int | None:
@@ -70,17 +74,18 @@ class CallRows:
 
     def _child_rows(self, parent: Row, after: int, before: int | None = None) -> list[Row]:
         if parent.key[0] == "step":
-            return [Row(("phase", s.step, s.ordinal), 1, expandable=True, span=s)
+            return [Row(("phase", s.step, s.ordinal), 1, expandable=True, span=s, until=s.last_seq)
                     for s in self.reader.phases(parent.key[1])]
         seqs = [s for s in self._child_seqs(parent, after) if before is None or s < before]
-        rows = [self._call_row(seq, parent.depth + 1) for seq in seqs[:PAGE]]
+        rows = [self._call_row(seq, parent.depth + 1, parent.until) for seq in seqs[:PAGE]]
         if len(seqs) > PAGE:
             rows.append(Row(("more", parent.key, seqs[PAGE - 1], before), parent.depth + 1))
         return rows
 
     def _child_seqs(self, parent: Row, after: int) -> list[int]:
         if parent.key[0] == "call":
-            return self.reader.children(parent.key[1], after=after, limit=PAGE + 1)
+            seqs = self.reader.children(parent.key[1], after=after, limit=PAGE + 1)
+            return [s for s in seqs if parent.until is None or s <= parent.until]
         span = parent.span
         assert span is not None
         seqs: list[int] = []
@@ -90,9 +95,11 @@ class CallRows:
             seq = self.stepper.over(seq)
         return seqs
 
-    def _call_row(self, seq: int, depth: int) -> Row:
+    def _call_row(self, seq: int, depth: int, until: int | None) -> Row:
         call = self.stepper.call(seq)
-        return Row(("call", seq), depth, expandable=bool(self.reader.children(seq, limit=1)), call=call)
+        first = self.reader.children(seq, limit=1)
+        expandable = bool(first) and (until is None or first[0] <= until)
+        return Row(("call", seq), depth, expandable=expandable, call=call, until=until)
 
     # -- edits -----------------------------------------------------------------------------
 
