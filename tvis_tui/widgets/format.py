@@ -27,10 +27,13 @@ def duration(ns: int | None) -> str:
     return f"{ns} ns"
 
 
-def number(value: float | None) -> str:
-    """Four significant digits; `—` when there is no finite value."""
+def number(value: float | None, *, integer: bool = False) -> str:
+    """Four significant digits; `—` when there is no finite value. `integer`: a value of
+    an integer tensor (a token id, a label, a dtype's limit) in full."""
     if value is None:
         return "—"
+    if integer and float(value).is_integer():
+        return str(int(value))
     return f"{value:.4g}"
 
 

@@ -15,6 +15,14 @@ COLUMNS = ("name", "shape", "nan/inf", "histogram", "min", "max", "mean", "std",
 """What tells a bad tensor apart comes first, so it shows in a narrow pane."""
 
 
+EXACT = ("min", "max")
+"""Figures an integer tensor holds as values: shown in full, not to four digits."""
+
+
+def _is_integer(dtype: str | None) -> bool:
+    return bool(dtype) and dtype.startswith(("int", "uint", "bool"))
+
+
 def slot_cells(slot: Slot) -> list[Text]:
     """One table row: a tensor's summary, or a plain value's repr."""
     name = Text(f"{slot.role} {slot.path}", no_wrap=True)
@@ -32,7 +40,8 @@ def slot_cells(slot: Slot) -> list[Text]:
         Text(shape(slot.shape)),
         bad_text,
         sparkline(slot.hist, width=12),
-        *(Text(number(getattr(stats, f, None)), justify="right") for f in ("min", "max", "mean", "std")),
+        *(Text(number(getattr(stats, f, None), integer=f in EXACT and _is_integer(slot.dtype)),
+               justify="right") for f in ("min", "max", "mean", "std")),
         Text(slot.dtype or ""),
         Text(slot.device or ""),
     ]

@@ -1,0 +1,23 @@
+"""Inspector rows: what each cell of a tensor's summary says."""
+
+from __future__ import annotations
+
+from tvis_tui.store import Slot, TensorStats
+from tvis_tui.widgets.inspector import COLUMNS, slot_cells
+
+
+def _cells(dtype: str, lo: float, hi: float) -> dict[str, str]:
+    slot = Slot("input", 0, "args[0]", shape=(4, 8), dtype=dtype, device="cpu",
+                stats=TensorStats(numel=32, min=lo, max=hi, mean=(lo + hi) / 2, std=1.5))
+    return dict(zip(COLUMNS, (cell.plain for cell in slot_cells(slot))))
+
+
+def test_integer_tensors_show_min_and_max_in_full():
+    cells = _cells("int32", -2147483648.0, 2147483647.0)
+    assert (cells["min"], cells["max"]) == ("-2147483648", "2147483647")
+    assert _cells("int64", 0.0, 50256.0)["max"] == "50256"  # a token id, not 5.026e+04
+
+
+def test_float_tensors_keep_four_significant_digits():
+    cells = _cells("float32", -2147483648.0, 50256.0)
+    assert (cells["min"], cells["max"], cells["std"]) == ("-2.147e+09", "5.026e+04", "1.5")
