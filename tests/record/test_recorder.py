@@ -348,3 +348,25 @@ print(repr(loss.item()))
 """)
     assert code == 0
     assert run.steps()[0].loss == float(capsys.readouterr().out)
+
+
+def test_step_loss_under_gradient_accumulation_sums_its_micro_batches(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+ACC = 4
+for i in range(8):
+    loss = nn.MSELoss()(net(torch.full((2, 3), float(i))), torch.zeros(2, 1)) / ACC
+    loss.backward()
+    print("micro", loss.item())
+    if (i + 1) % ACC == 0:
+        opt.step()
+        opt.zero_grad()
+""")
+    assert code == 0
+    steps = run.steps()
+    assert len(steps) == 2
+    for step in steps:
+        micro = step.extra["losses"]
+        assert len(micro) == 4 and len(set(micro)) == 4
+        assert step.loss == pytest.approx(sum(micro), rel=1e-12)

@@ -145,7 +145,7 @@ class StepTracker:
             extra["losses"] = self._losses
         record = StepRecord(
             step=self.step, first_seq=self._first or 0, last_seq=self._last,
-            loss=self._losses[-1] if self._losses else None, rule=rule,
+            loss=_step_loss(self._losses), rule=rule,
             phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
         if self._gpu_events:
             self._writer.defer(put_timed_step, record, self._gpu_events)
@@ -170,3 +170,10 @@ class StepTracker:
         if "optimizer" in self.rules or len(self.optimizers):
             return "optimizer"
         return "backward"
+
+
+def _step_loss(losses: list[float]) -> float | None:
+    """The loss whose gradients the step applied: the sum of what backward() was called on
+    (micro-batches of gradient accumulation, several objectives). Each is kept in
+    extra["losses"] when there are more than one."""
+    return sum(losses) if losses else None
