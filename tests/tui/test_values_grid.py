@@ -1,17 +1,84 @@
-"""The values grid draws any view the values screen hands it, empty ones included."""
+"""The values grid draws any view the values screen hands it, empty ones included; on screen
+its columns fit their widest value, ←/→ move a column, the last row can be reached, and
+slices are labelled with the tensor's own indices."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from pilot import press, settle
+from screen_text import screen_text
 from textual.app import App, ComposeResult
 
+from tvis_tui.screens.values import ValuesScreen
+from tvis_tui.store import CallRecord, RunReader, RunWriter, Slot
 from tvis_tui.widgets.values_grid import ValuesGrid
+
+SIZE = (80, 16)
+"""Title, column header, 12 rows, horizontal scrollbar, footer."""
+
+WIDE_INTS = np.array([[2**63 - 1, -(2**31), -(2**63), 1, 2, 3]] * 2 + [[7] * 6], dtype=np.int64)
+TALL = np.arange(40 * 20, dtype=np.int64).reshape(40, 20)
+FLOATS = np.arange(5 * 30, dtype=np.float64).reshape(5, 30) * 1.5
+CUBE = np.arange(6 * 3 * 4, dtype=np.int64).reshape(6, 3, 4)
+TENSORS = {"wide_ints": WIDE_INTS, "tall": TALL, "floats": FLOATS, "cube": CUBE}
 
 
 class GridApp(App):
     def compose(self) -> ComposeResult:
         yield ValuesGrid(id="grid")
+
+
+class ValuesApp(App):
+    """Just the values screen, over one slot of a run."""
+
+    def __init__(self, reader: RunReader, slot: Slot) -> None:
+        super().__init__()
+        self.reader, self.slot = reader, slot
+
+    def on_mount(self) -> None:
+        self.push_screen(ValuesScreen(self.reader, 1, self.slot))
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory) -> RunReader:
+    """One call whose outputs are TENSORS, values stored, written through the real writer."""
+    path: Path = tmp_path_factory.mktemp("values") / "run"
+    with RunWriter(path) as w:
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward", kind="module", name="m"))
+        w.put_slots(1, [(Slot("output", i, name, shape=a.shape, dtype=str(a.dtype), values_dtype=a.dtype.str),
+                         a.tobytes()) for i, (name, a) in enumerate(TENSORS.items())])
+        w.close(status="ok")
+    reader = RunReader(path)
+    yield reader
+    reader.close()
+
+
+async def opened_values(reader: RunReader, name: str, *keys: str) -> list[str]:
+    """The screen's lines after opening the values of TENSORS[name] and pressing `keys`."""
+    slot = next(s for s in reader.slots(1) if s.path == name)
+    app = ValuesApp(reader, slot)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await press(pilot, *keys)
+        return screen_text(app).splitlines()
+
+
+def right_edges(line: str) -> list[int]:
+    """Where each whitespace-separated word of `line` ends."""
+    edges, inside = [], False
+    for x, char in enumerate(line + " "):
+        if inside and char == " ":
+            edges.append(x)
+        inside = char != " "
+    return edges
+
+
+def typed(text: str) -> list[str]:
+    """Keys that replace the slice prompt's text with `text` and submit it."""
+    return ["i", *["backspace"] * 20, *text, "enter"]
 
 
 @pytest.mark.parametrize("view, shape", [
@@ -24,3 +91,44 @@ async def test_views_of_any_shape_are_drawn(view, shape):
         grid.show(np.asarray(view))
         await pilot.pause()
         assert grid.matrix.shape == shape
+
+
+async def test_wide_integers_sit_under_their_column_labels(reader):
+    lines = await opened_values(reader, "wide_ints")
+    header, row = lines[1], lines[2]
+    assert row.split() == ["0", "9223372036854775807", "-2147483648", "-9223372036854775808"]  # the rest past the edge
+    # Each value ends where its column label ends: no value spills into its neighbour.
+    assert right_edges(header) == right_edges(row)[1:]
+    assert right_edges(lines[4])[1:] == right_edges(header)  # the row of 7s lines up too
+
+
+async def test_arrows_move_one_column_per_key_press(reader):
+    assert (await opened_values(reader, "floats", "right"))[1].split()[0] == "1"
+    assert (await opened_values(reader, "floats", "right", "right", "right", "left"))[1].split()[0] == "2"
+
+
+async def test_the_last_column_is_whole_when_scrolled_fully_right(reader):
+    lines = await opened_values(reader, "floats", *["right"] * 40)
+    assert lines[1].split()[-1] == "29"
+    assert lines[2].split()[-1] == f"{FLOATS[0, 29]:.4g}"
+    assert right_edges(lines[1]) == right_edges(lines[2])[1:]
+
+
+@pytest.mark.parametrize("keys", [["end"], ["pagedown"] * 4])  # both scroll animated
+async def test_the_last_row_shows_when_scrolled_to_the_bottom(reader, keys):
+    lines = await opened_values(reader, "tall", *keys)
+    labels = [line.split()[0] for line in lines[2:14]]
+    assert labels == [str(r) for r in range(28, 40)]
+
+
+@pytest.mark.parametrize("name, index, rows, columns", [
+    ("tall", "2:5, 3:6", ["2", "3", "4"], ["3", "4", "5"]),
+    ("tall", "35:, 7", ["35", "36", "37", "38", "39"], ["7"]),  # a vector: one column, x[:, 7]
+    ("tall", "-1", [str(c) for c in range(12)], ["39"]),  # one index of the leading dimension
+    ("cube", "1:3, 0, :", ["1", "2"], ["0", "1", "2", "3"]),
+    ("cube", "4, 1:3", ["1", "2"], ["0", "1", "2", "3"]),
+])
+async def test_slices_are_labelled_with_the_tensor_indices(reader, name, index, rows, columns):
+    lines = await opened_values(reader, name, *typed(index))
+    assert lines[1].split() == columns
+    assert [line.split()[0] for line in lines[2:2 + len(rows)]] == rows

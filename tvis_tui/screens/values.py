@@ -13,7 +13,7 @@ from textual.widgets import Footer, Static
 from tvis_tui.screens.prompt import PromptScreen
 from tvis_tui.store import RunReader, Slot
 from tvis_tui.widgets.format import shape
-from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index, parse_index
+from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index, parse_index, view_labels
 
 
 class ValuesScreen(Screen):
@@ -60,7 +60,7 @@ class ValuesScreen(Screen):
         title.append(format_index(self.index, self.array.ndim), style="bold cyan")
         title.append(f"  → {shape(view.shape)}", style="dim")
         self.query_one("#values-title", Static).update(title)
-        self.query_one(ValuesGrid).show(view)
+        self.query_one(ValuesGrid).show(view, *view_labels(self.index, self.array.shape))
 
     def action_index(self) -> None:
         if self.array is None:

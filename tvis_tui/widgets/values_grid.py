@@ -9,8 +9,11 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-CELL = 11
-"""Characters per value: `-1.234e+05` plus a space."""
+FLOAT_WIDTH = 10
+"""Characters of the longest `.4g` float below 1e100 in magnitude: `-1.234e+05`, `-0.0001234`."""
+
+GAP = 1
+"""Spaces after each value, so right-aligned neighbours never touch."""
 
 
 def parse_index(text: str, ndim: int) -> tuple[int | slice, ...]:
@@ -48,41 +51,130 @@ def default_index(ndim: int) -> tuple[int | slice, ...]:
     return tuple([0] * max(0, ndim - 2))
 
 
+def view_labels(index: tuple[int | slice, ...], shape: tuple[int, ...]) -> tuple[range, range]:
+    """The tensor's own indices along the grid's rows and columns for `array[index]`, so
+    x[2:5] labels its rows 2, 3, 4. A vector is drawn as one column: its indices label the
+    rows and the integer index that picked it (x[:, 7] → 7) labels the column; a scalar
+    is that vector's cell, labelled by the last two integer indices."""
+    kept: list[range] = []
+    picked = [range(1), range(1)]  # 0 where no integer index picked the vector or scalar
+    for dim, size in enumerate(shape):
+        item = index[dim] if dim < len(index) else slice(None)
+        if isinstance(item, slice):
+            kept.append(range(size)[item])
+        else:
+            picked.append(range(item % size, item % size + 1))
+    if len(kept) >= 2:
+        return kept[0], kept[1]
+    if kept:
+        return kept[0], picked[-1]
+    return picked[-1], picked[-2]
+
+
+def value_width(matrix: np.ndarray) -> int:
+    """Characters the widest formatted value of `matrix` takes, without formatting each one
+    (a stored tensor can hold millions): ints from their extremes, floats from a bound."""
+    if matrix.size == 0:
+        return 1
+    kind = matrix.dtype.kind
+    if kind in "iu":
+        return max(len(str(matrix.min())), len(str(matrix.max())))
+    if kind == "b":
+        return len("False")
+    if kind == "f":
+        return _float_width(matrix)
+    return max(len(_cell(v)) for v in matrix.flat)
+
+
+def _float_width(matrix: np.ndarray) -> int:
+    """FLOAT_WIDTH, plus one for a three-digit exponent (`-1.235e+100`; float64 only)."""
+    finite = matrix[np.isfinite(matrix) & (matrix != 0)]
+    if finite.size == 0:
+        return FLOAT_WIDTH
+    magnitude = np.abs(finite.astype(np.float64))
+    # 9.9995e99 rounds up to 1e+100 at 4 significant digits.
+    return FLOAT_WIDTH + int(magnitude.max() >= 9.9995e99 or magnitude.min() < 1e-99)
+
+
 class ValuesGrid(ScrollView, can_focus=True):
+    """Rows and columns labelled with the tensor's own indices; every column as wide as the
+    widest value of the view, and ←/→ move one column at a time."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.matrix = np.zeros((0, 0))
+        self.rows, self.cols = range(0), range(0)
+        self.cell = FLOAT_WIDTH + GAP
+        self.label_width = 3
 
-    def show(self, view: np.ndarray) -> None:
-        """`view` has at most two dimensions; a vector shows as one column."""
+    def show(self, view: np.ndarray, rows: range | None = None, cols: range | None = None) -> None:
+        """`view` has at most two dimensions; a vector shows as one column. `rows` and `cols`
+        are the tensor indices to label them with (0, 1, 2… when not given)."""
         # Explicit shapes: reshape(n, -1) cannot infer -1 for an empty view.
         self.matrix = view if view.ndim == 2 else view.reshape(-1, 1) if view.ndim == 1 else view.reshape(1, 1)
-        rows, cols = self.matrix.shape
-        self.virtual_size = Size(self._label_width() + cols * CELL, rows + 1)
+        nrows, ncols = self.matrix.shape
+        self.rows = range(nrows) if rows is None else rows
+        self.cols = range(ncols) if cols is None else cols
+        self.cell = max(value_width(self.matrix), _widest(self.cols)) + GAP
+        self.label_width = _widest(self.rows) + 2  # row labels, right-aligned, then two spaces
+        self.virtual_size = Size(self.label_width + ncols * self.cell, nrows + 1)
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
 
-    def _label_width(self) -> int:
-        return len(str(max(0, self.matrix.shape[0] - 1))) + 2
+    def _columns_that_fit(self) -> int:
+        return max(1, (self.scrollable_content_region.width - self.label_width) // self.cell)
+
+    def _first_column(self) -> int:
+        """The leftmost column shown. Scrolled fully right, the last column is whole on screen
+        (a scroll position in characters would leave it cut at the edge)."""
+        last_start = max(0, self.matrix.shape[1] - self._columns_that_fit())
+        x = self.scroll_offset.x
+        return last_start if x >= self.max_scroll_x else min(x // self.cell, last_start)
+
+    def action_scroll_left(self) -> None:
+        self._scroll_to_column(self._first_column() - 1)
+
+    def action_scroll_right(self) -> None:
+        self._scroll_to_column(self._first_column() + 1)
+
+    def _scroll_to_column(self, column: int) -> None:
+        """One key press moves one tensor column, not one character."""
+        last_start = max(0, self.matrix.shape[1] - self._columns_that_fit())
+        x = self.max_scroll_x if column >= last_start else max(0, column) * self.cell
+        self.scroll_to(x=x, animate=False)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        rows, cols = self.matrix.shape
-        first_col = int(self.scroll_x) // CELL
-        ncols = min(cols - first_col, width // CELL + 1)
-        label = self._label_width()
+        first = self._first_column()
+        # One column past those that fit: it shows cut at the edge, telling there is more.
+        shown = range(first, min(self.matrix.shape[1], first + self._columns_that_fit() + 1))
+        # scroll_offset is the rounded position the scrollbar shows; int() of a position caught
+        # mid-animation (27.6) drew one row short and hid the last row at the bottom.
+        row = self.scroll_offset.y + y - 1
         if y == 0:
-            text = Text(" " * label + "".join(f"{c:>{CELL - 1}} " for c in range(first_col, first_col + ncols)),
-                        style="bold")
+            text = self._header(shown)
+        elif row < self.matrix.shape[0]:
+            text = self._row(row, shown)
         else:
-            row = int(self.scroll_y) + y - 1
-            if row >= rows:
-                return Strip.blank(width, self.rich_style)
-            text = Text(f"{row:>{label - 2}}  ", style="bold")
-            for value in self.matrix[row, first_col : first_col + ncols]:
-                text.append(f"{_cell(value):>{CELL - 1}} ", style="bold red" if _bad(value) else "")
+            return Strip.blank(width, self.rich_style)
         text.truncate(width, pad=True)
         return Strip(Segment.apply_style(text.render(self.app.console), self.rich_style), width)
+
+    def _header(self, shown: range) -> Text:
+        labels = "".join(f"{self.cols[c]:>{self.cell - GAP}}" + " " * GAP for c in shown)
+        return Text(" " * self.label_width + labels, style="bold")
+
+    def _row(self, row: int, shown: range) -> Text:
+        text = Text(f"{self.rows[row]:>{self.label_width - 2}}  ", style="bold")
+        for value in self.matrix[row, shown.start : shown.stop]:
+            cell = f"{_cell(value):>{self.cell - GAP}}" + " " * GAP
+            text.append(cell, style="bold red" if _bad(value) else "")
+        return text
+
+
+def _widest(labels: range) -> int:
+    """Characters of the longest label; a range's largest value is at one of its ends."""
+    return len(str(max(labels[0], labels[-1]))) if labels else 1
 
 
 def _cell(value: object) -> str:
