@@ -73,6 +73,38 @@ def test_qualnames_through_star_imports_of_torch_modules():
     }
 
 
+def test_qualnames_through_assigned_aliases_of_torch_names():
+    (ctx,) = contexts("""
+        import torch
+        import mylib
+        nn = torch.nn
+        F = nn.functional
+        CE = nn.CrossEntropyLoss
+        ops = torch.nn.functional
+        ops = mylib.ops
+        L = mylib.losses
+        a = b
+        b = a
+        def step(F, x):
+            return F.relu(x)
+        def local(x):
+            fn = torch.nn.functional
+            return fn.gelu(x)
+        nn.Linear(2, 3); F.softmax(x); CE(); ops.relu(x); L.cross_entropy(x); a.f()
+    """)
+    names = {ctx.text(c.func): ctx.qualname(c.func) for c in ctx.calls}
+    assert names == {
+        "nn.Linear": "torch.nn.Linear",
+        "F.softmax": "torch.nn.functional.softmax",  # an alias of an alias
+        "CE": "torch.nn.CrossEntropyLoss",
+        "fn.gelu": "torch.nn.functional.gelu",  # an alias local to a function
+        "F.relu": None,  # the parameter shadows the module-level alias
+        "ops.relu": None,  # assigned twice: either value may be live
+        "L.cross_entropy": None,  # not a torch name
+        "a.f": None,  # a cycle of names ends as unknown
+    }
+
+
 def test_types_follow_single_assignments_chains_and_call_sites():
     (ctx,) = contexts("""
         import torch

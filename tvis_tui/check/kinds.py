@@ -78,6 +78,11 @@ def is_model_factory(qualname: str) -> bool:
     return qualname.startswith(MODEL_FACTORY_PREFIXES[:2])
 
 
+ALIASED_LIBRARIES = frozenset({"torch"})
+"""Libraries whose names are followed through plain assignments (`nn = torch.nn`,
+`F = nn.functional`) as if imported: the rules' tables name torch, and an alias of anything
+else would only make unknown names look known."""
+
 STAR_EXPORTS: dict[str, frozenset[str]] = {
     "torch": frozenset({
         "tensor", "as_tensor", "from_numpy", "zeros", "zeros_like", "ones", "empty", "full",

@@ -1,7 +1,8 @@
 """Per-file names: import aliases, qualified names of expressions, and assignment tracking.
 
 `qualname(node)` turns `nn.CrossEntropyLoss` into `torch.nn.CrossEntropyLoss` after
-`from torch import nn`; `value_of(name)` follows a name to the one expression assigned to it.
+`from torch import nn` (or after `nn = torch.nn`); `value_of(name)` follows a name to the one
+expression assigned to it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from tvis_tui.check.index import FileIndex, Region
-from tvis_tui.check.kinds import star_origin
+from tvis_tui.check.kinds import ALIASED_LIBRARIES, star_origin
 from tvis_tui.check.syntax import dotted, text, unwrap
 
 _UNKNOWN = None  # an assignment whose value cannot be followed (tuple target, loop variable)
@@ -30,6 +31,7 @@ class Symbols:
         self._params: dict[int, set[str]] = {}
         self._qualnames: dict[int, str | None] = {}
         self._top_names: set[str] | None = None
+        self._candidates: set[str] | None = None
         self.unpacked: dict[int, tuple[Node, int]] = {}
         """Target node id -> (value, position) for `a, b = value` (followed by type_of)."""
         for node in index.import_nodes:
@@ -76,12 +78,14 @@ class Symbols:
 
         Names that are not imported resolve only when they are defined as a class or
         function in this file, to `<module>.Name` (`Net` in models/net.py ->
-        `models.net.Net`), the same name an import of it elsewhere yields; else None.
+        `models.net.Net`), the same name an import of it elsewhere yields, or when they are
+        an alias of a torch name (`nn = torch.nn`, see `_alias_origin`); else None.
         """
         if node is None:
             return None
         key = node.id
         if key not in self._qualnames:
+            self._qualnames[key] = None  # ends alias cycles (`a = b`, `b = a`) as unknown
             self._qualnames[key] = self._qualname(node)
         return self._qualnames[key]
 
@@ -92,23 +96,47 @@ class Symbols:
         if head is None or head.type != "identifier":
             return None
         name = text(head)
-        star = None
+        alias = star = None
         if name not in self.imports and not self._defined_here(name):
-            star = self._star_origin(head)
-            if star is None:
+            alias = self._alias_origin(head)
+            star = self._star_origin(head) if alias is None else None
+            if alias is None and star is None:
                 return None  # the common case (`self.fc`, `x.view`): answer before building
         chain = dotted(unwrap(node))
         if chain is None:
             return None
         head, _, rest = chain.partition(".")
-        if head in self.imports:
-            base = self.imports[head]
+        base = self.imports.get(head, alias)
+        if base is not None:
             return f"{base}.{rest}" if rest else base
         if not rest and self._defined_here(head):
             return f"{self.module}.{head}"
         if star is not None:
             return f"{star}.{chain}"
         return None
+
+    def _alias_origin(self, name: Node) -> str | None:
+        """What `nn` stands for after `nn = torch.nn` (or `F = nn.functional`, `CE =
+        nn.CrossEntropyLoss`): the one value assigned to the name in its scope, when that
+        value is a plain dotted name of a followed library. A name assigned more than once,
+        a loop variable or a parameter may hold something else, so it stays unknown."""
+        if text(name) not in self._alias_candidates():
+            return None  # the common case: `x = f()`, parameters, loop variables
+        found = self.bindings_of(name)
+        value = unwrap(found[0][1]) if found is not None and len(found) == 1 else None
+        if value is None or value.type not in ("identifier", "attribute"):
+            return None
+        origin = self.qualname(value)
+        return origin if origin is not None and \
+            origin.split(".", 1)[0] in ALIASED_LIBRARIES else None
+
+    def _alias_candidates(self) -> set[str]:
+        """Names assigned somewhere from a bare name or attribute chain (`nn = torch.nn`)."""
+        if self._candidates is None:
+            self._candidates = {key for (_, key), pairs in self.bindings.items()
+                             if any(value is not None and unwrap(value).type in
+                                    ("identifier", "attribute") for _, value in pairs)}
+        return self._candidates
 
     def _star_origin(self, name: Node) -> str | None:
         """The torch module a bare name comes from through `from torch.nn import *`; None

@@ -10,8 +10,9 @@ from tvis_tui.check import kinds
 from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.index import Call, Region
+from tvis_tui.check.invariance import invariant_in
 from tvis_tui.check.rule import Rule
-from tvis_tui.check.syntax import identifiers, mentions, unwrap
+from tvis_tui.check.syntax import mentions, unwrap
 
 HOST_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor",
                           "torch.FloatTensor", "torch.LongTensor", "torch.ones", "torch.zeros",
@@ -47,7 +48,11 @@ class RepeatedTransfer(Rule):
         (`self.weights.to(...)`) and transfers in functions called from the loop are not
         reported. `.to(dtype)` without a device is not a transfer and is not reported;
         a tensor changed in place in the loop (`w.mul_()`, `w[i] = v`) or trained by an
-        optimizer is not invariant.
+        optimizer is not invariant, nor is data that calls anything but a pure function
+        (`random.random()`, `sched.get_last_lr()`). Tensors made on the device
+        (`torch.ones(n, device=device)`, `torch.randn(...)`) copy nothing and are not
+        reported. `torch.tensor(1e-6, device=device)` is: PyTorch builds the number on the
+        host and copies it with a blocking copy, which waits for the GPU's queued work.
     """
 
     id = "TV025"
@@ -65,10 +70,9 @@ class RepeatedTransfer(Rule):
                     _invariant_host_tensor(ctx, call.receiver, loop):
                 yield ctx.finding(call.node, f"`{ctx.text(call.node)}` copies the same host "
                                   "tensor to the device on every iteration")
-            elif ctx.qualname(call.func) in LITERAL_SOURCES and "device" in call.kwargs and \
-                    _invariant(ctx, call.node, loop):
-                yield ctx.finding(call.node, "this constant tensor is rebuilt and copied to "
-                                  "the device on every iteration")
+            elif ctx.qualname(call.func) in LITERAL_SOURCES and _built_on_host(ctx, call) and \
+                    _data_invariant(ctx, call, loop):
+                yield ctx.finding(call.node, _rebuilt_message(ctx, call))
 
 
 def _training_loop(ctx: Context, node: Node) -> Region | None:
@@ -80,11 +84,56 @@ def _moves_to_device(ctx: Context, call: Call) -> bool:
     if call.method == "cuda":
         return True
     target = call.arg(0, "device")
-    if target is None or call.has_splat:
-        return False
+    return target is not None and not call.has_splat and _names_accelerator(ctx, target)
+
+
+def _names_accelerator(ctx: Context, target: Node) -> bool:
+    """`device` / `"cuda"`, not a dtype (`torch.float16`) nor the CPU (`"cpu"`, or a name
+    assigned once from `"cpu"` / `torch.device("cpu")`)."""
     qual = ctx.qualname(target) or ""
-    return not (qual.startswith("torch.") and qual != "torch.device") and \
-        "cpu" not in ctx.text(target)
+    if (qual.startswith("torch.") and qual != "torch.device") or "cpu" in ctx.text(target):
+        return False
+    value = unwrap(ctx.resolve(target))
+    made = ctx.call_at(value)
+    if made is not None and ctx.qualname(made.func) == "torch.device":
+        value = unwrap(made.arg(0, "type"))
+    return not (value is not None and value.type == "string" and
+                "".join(ctx.text(part) for part in value.named_children
+                        if part.type == "string_content").startswith("cpu"))
+
+
+def _built_on_host(ctx: Context, call: Call) -> bool:
+    """`torch.tensor(data, device=cuda)` copies `data` from the host; not when the device is
+    the CPU, nor when `data` is a name already made on the device (a device-side copy)."""
+    device = call.kwargs.get("device")
+    if device is None or call.has_splat or not _names_accelerator(ctx, device):
+        return False
+    data = unwrap(call.arg(0, "data"))
+    if data is None or data.type != "identifier":
+        return True
+    latest = ctx.latest_binding(data, call.node)
+    made = ctx.call_at(latest[1] if latest is not None else ctx.value_of(data))
+    return made is None or not ("device" in made.kwargs or
+                                (made.method in ("to", "cuda") and _moves_to_device(ctx, made)))
+
+
+def _data_invariant(ctx: Context, call: Call | None, loop: Region) -> bool:
+    """The values `torch.tensor(data, ...)` is built from are the same on every iteration
+    (its `device=` or `dtype=` are not data: `torch.device("cuda")` there is no change)."""
+    data = call.arg(0, "data") if call is not None and not call.has_splat else None
+    return data is not None and invariant_in(ctx, data, loop)
+
+
+def _rebuilt_message(ctx: Context, call: Call) -> str:
+    data = unwrap(call.arg(0, "data"))
+    if data is not None and data.type == "unary_operator":
+        data = unwrap(data.named_children[-1])
+    if data is not None and data.type in ("integer", "float"):
+        # A Python number is passed to kernels as an argument: no copy, no wait.
+        return ("this constant is built on the host and copied to the device, waiting for "
+                "the GPU, on every iteration; use the Python number itself or make the "
+                "tensor once before the loop")
+    return "this constant tensor is rebuilt and copied to the device on every iteration"
 
 
 def _invariant_host_tensor(ctx: Context, receiver: Node | None, loop: Region) -> bool:
@@ -93,8 +142,8 @@ def _invariant_host_tensor(ctx: Context, receiver: Node | None, loop: Region) ->
         return False
     if receiver.type == "call":
         return ctx.qualname(receiver.child_by_field_name("function")) in LITERAL_SOURCES \
-            and _invariant(ctx, receiver, loop)
-    if receiver.type != "identifier" or not _invariant(ctx, receiver, loop):
+            and _data_invariant(ctx, ctx.call_at(receiver), loop)
+    if receiver.type != "identifier" or not invariant_in(ctx, receiver, loop):
         return False
     latest = ctx.latest_binding(receiver, loop.node)
     value = unwrap(latest[1]) if latest is not None else unwrap(ctx.value_of(receiver))
@@ -112,23 +161,3 @@ def _trained(ctx: Context, name: Node) -> bool:
             return True
     return any(kinds.is_optimizer_class(ctx.qualname(call.func) or "") and
                mentions(call.node, raw) for call in ctx.calls if call.args)
-
-
-def _invariant(ctx: Context, node: Node, loop: Region) -> bool:
-    """No name used in `node` is assigned inside `loop` (loop variables included), nor
-    changed in place there (`w.mul_(...)`, `w[i] = ...`)."""
-    names = {ctx.text(name) for name in identifiers(node)}
-    for name in identifiers(node):
-        for target, _ in ctx.symbols.bindings_of(name) or ():
-            if loop.contains(target):
-                return False
-    for call in ctx.calls_in(loop.node):
-        if call.method is not None and call.method.endswith("_") and \
-                ctx.text(call.receiver) in names:
-            return False
-    for assign in ctx.index.assignments:
-        left = assign.child_by_field_name("left")
-        if loop.contains(assign) and left is not None and left.type == "subscript" and \
-                ctx.text(left.child_by_field_name("value")) in names:
-            return False
-    return True
