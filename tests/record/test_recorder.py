@@ -370,3 +370,30 @@ for i in range(8):
         micro = step.extra["losses"]
         assert len(micro) == 4 and len(set(micro)) == 4
         assert step.loss == pytest.approx(sum(micro), rel=1e-12)
+
+
+def test_lbfgs_step_loss_is_what_step_returned_and_checkpoint_recompute_is_no_error(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+from torch.utils.checkpoint import checkpoint
+class Blk(nn.Module):
+    def __init__(s): super().__init__(); s.a = nn.Linear(4, 4); s.b = nn.Linear(4, 4)
+    def forward(s, x): return x + s.b(torch.tanh(s.a(x)))
+class M(nn.Module):
+    def __init__(s): super().__init__(); s.blk = Blk(); s.out = nn.Linear(4, 1)
+    def forward(s, x): return s.out(checkpoint(s.blk, x, use_reentrant=False))
+m = M(); X = torch.randn(16, 4); Y = X.sum(1, keepdim=True)
+opt = torch.optim.LBFGS(m.parameters(), lr=0.5, max_iter=4)
+for step in range(2):
+    def closure():
+        opt.zero_grad(); l = nn.functional.mse_loss(m(X), Y); l.backward(); return l
+    print("returned", repr(opt.step(closure).item()))
+""")
+    assert code == 0
+    returned = [float(line.split()[1]) for line in capsys.readouterr().out.splitlines()
+                if line.startswith("returned")]
+    steps = run.steps()
+    assert [s.loss for s in steps] == pytest.approx(returned, rel=1e-6)
+    assert len(steps[0].extra["losses"]) > 1  # the line search's evaluations, kept beside it
+    calls = _calls(run)
+    assert not [c for c in calls if c.error]
+    assert any(c.extra.get("recompute_stopped") for c in calls)

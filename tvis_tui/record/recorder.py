@@ -317,6 +317,9 @@ class Recorder:
         if kwargs:
             self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
         outputs = list(leaves(result, "out")) if error is None else []
+        if _stops_recomputation(error):  # torch ending a checkpoint's recompute early
+            self.log.close(call, ended, extra={"recompute_stopped": True})
+            return
         self.log.close(call, ended, iter(outputs), error=error)
         if error is None and self.options.grads:
             self.grads.watch(call.record.seq, iter(outputs))
@@ -403,7 +406,8 @@ class Recorder:
         if not nested and isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
             scaled = self._scaled
             unscaled = scaled[1] if scaled is not None and scaled[0]() is loss else loss
-            self.steps.add_loss(float(unscaled.detach()))
+            closure = any(c.record.kind == "optimizer" for c in self.log.stack)
+            self.steps.add_loss(float(unscaled.detach()), in_closure=closure)
         return call
 
     def _grad_scale(self, original: Callable[..., Any], scaler: Any, outputs: Any) -> Any:
@@ -496,3 +500,10 @@ class Recorder:
             self.log.close(call, ended, leaves(result, "out"))
             if per_sample is not None and not per_sample_loss.is_nested(self.log.stack, call):
                 per_sample_loss.attach(self.log, self.steps, call, per_sample, self.warn)
+
+
+def _stops_recomputation(error: BaseException | None) -> bool:
+    """Non-reentrant checkpointing stops recomputing a forward in backward, once it has the
+    tensors it needs, by raising this through the modules it ran: not a failure."""
+    return type(error).__name__ == "_StopRecomputationError" and \
+        type(error).__module__ == "torch.utils.checkpoint"

@@ -55,6 +55,7 @@ class StepTracker:
         self._first: int | None = None
         self._last = 0
         self._losses: list[float] = []
+        self._closure_losses = 0
         self._extra: dict[str, Any] = {}  # what other parts of the recorder add (note_extra)
         self._phase_ns = dict.fromkeys(PHASES, 0)
         self._phase_overhead: dict[str, int] = {}
@@ -87,9 +88,13 @@ class StepTracker:
             if gpu_events is not None:
                 self._gpu_events.append((phase, *gpu_events))
 
-    def add_loss(self, value: float) -> None:
+    def add_loss(self, value: float, *, in_closure: bool = False) -> None:
+        """A loss backward() was called on; `in_closure`: inside an optimizer step's
+        closure (LBFGS evaluates it several times a step)."""
         with self._lock:
             self._losses.append(value)
+            if in_closure:
+                self._closure_losses += 1
 
     def note_extra(self, key: str, value: Any) -> None:
         """Set `extra[key]` of the current step's record (the last value set wins)."""
@@ -145,7 +150,7 @@ class StepTracker:
             extra["losses"] = self._losses
         record = StepRecord(
             step=self.step, first_seq=self._first or 0, last_seq=self._last,
-            loss=_step_loss(self._losses), rule=rule,
+            loss=_step_loss(self._losses, self._closure_losses), rule=rule,
             phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
         if self._gpu_events:
             self._writer.defer(put_timed_step, record, self._gpu_events)
@@ -172,8 +177,14 @@ class StepTracker:
         return "backward"
 
 
-def _step_loss(losses: list[float]) -> float | None:
+def _step_loss(losses: list[float], in_closure: int) -> float | None:
     """The loss whose gradients the step applied: the sum of what backward() was called on
-    (micro-batches of gradient accumulation, several objectives). Each is kept in
-    extra["losses"] when there are more than one."""
-    return sum(losses) if losses else None
+    (micro-batches of gradient accumulation, several objectives). When backward() ran in
+    the optimizer's closure, the closure's first evaluation, which is what `step()` returns
+    (LBFGS's later evaluations belong to its line search). Each is kept in extra["losses"]
+    when there are more than one."""
+    if not losses:
+        return None
+    if in_closure:
+        return losses[len(losses) - in_closure]
+    return sum(losses)
