@@ -132,3 +132,16 @@ async def test_slices_are_labelled_with_the_tensor_indices(reader, name, index, 
     lines = await opened_values(reader, name, *typed(index))
     assert lines[1].split() == columns
     assert [line.split()[0] for line in lines[2:2 + len(rows)]] == rows
+
+
+
+@pytest.mark.parametrize("width", range(78, 89))
+async def test_no_value_is_cut_at_the_right_edge(width):
+    """A value cut short reads as another number (-1.927e-05 as -1.9): whole columns only."""
+    async with GridApp().run_test(size=(width, 8)) as pilot:
+        pilot.app.query_one(ValuesGrid).show(np.full((3, 30), -1.927e-05))
+        await pilot.pause()
+        lines = screen_text(pilot.app).splitlines()
+    header, row = lines[0].split(), lines[1].split()
+    assert row[0] == "0" and set(row[1:]) == {"-1.927e-05"}
+    assert len(row) == len(header) + 1

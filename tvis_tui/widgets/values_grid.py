@@ -146,8 +146,9 @@ class ValuesGrid(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         first = self._first_column()
-        # One column past those that fit: it shows cut at the edge, telling there is more.
-        shown = range(first, min(self.matrix.shape[1], first + self._columns_that_fit() + 1))
+        # Whole columns only: a value cut at the edge reads as another number (1.927e-05 as
+        # 1.927); the scrollbar tells there is more.
+        shown = range(first, min(self.matrix.shape[1], first + self._columns_that_fit()))
         # scroll_offset is the rounded position the scrollbar shows; int() of a position caught
         # mid-animation (27.6) drew one row short and hid the last row at the bottom.
         row = self.scroll_offset.y + y - 1
