@@ -118,6 +118,30 @@ def test_crash_is_recorded_and_summarized_at_the_failing_line(tmp_path):
         assert meta["steps_recorded"] == 1 and run.steps()[-1].complete is False
 
 
+def test_a_dataloader_workers_exception_is_summarized_by_its_cause(tmp_path):
+    script = write_script(tmp_path, """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Data(Dataset):
+            def __len__(self):
+                return 16
+
+            def __getitem__(self, i):
+                if i == 13:
+                    raise ValueError(f"corrupt sample {i}")
+                return torch.ones(2) * i
+
+        for batch in DataLoader(Data(), batch_size=4, num_workers=2):
+            pass
+    """, "workers.py")
+    proc = tvis_cli("run", "--out", "runs", "--name", "w", str(script), cwd=tmp_path)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"tvis: workers.py:\d+: ValueError: corrupt sample 13 "
+                        r"\(in DataLoader worker process \d\) \(run saved to runs/w\)", last), last
+
+
 def test_bad_target_is_a_one_line_error(tmp_path):
     proc = tvis_cli("run", "missing.py", cwd=tmp_path)
     assert proc.returncode == 2

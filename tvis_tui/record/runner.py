@@ -193,12 +193,23 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     else:
         lines = _text(exc).splitlines()
     where = f"{_display(site.file)}:{site.line}: " if site else ""
-    exception = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    exception = _from_worker(lines) or (f"{type(exc).__name__}: {lines[0]}" if lines
+                                        else type(exc).__name__)
     failing = recorder.log.failing_call(exc)
     recorder.abandon(exc)
     outcome.set("crashed", 1, exception=exception, traceback=text, failing_seq=failing,
                 failing_site=f"{site.file}:{site.line}" if site else None)
     outcome.summary = f"{where}{exception}"
+
+
+def _from_worker(lines: list[str]) -> str | None:
+    """A DataLoader worker's exception, re-raised by torch as "Caught E in DataLoader worker
+    process N." followed by the worker's traceback: its own last line says what happened."""
+    if not lines or not lines[0].startswith("Caught ") or "Original Traceback" not in "".join(lines[1:2]):
+        return None
+    cause = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    where = lines[0].removeprefix("Caught ").split(" in ", 1)[-1].rstrip(".")
+    return f"{cause} (in {where})"
 
 
 def _text(exc: BaseException) -> str:
