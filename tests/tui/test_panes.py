@@ -249,3 +249,15 @@ async def test_inspector_moves_with_j_k_and_home_end(healthy_run):
         assert inspector.cursor_row == inspector.row_count - 1
         await press(pilot, "home")
         assert inspector.cursor_row == 0
+
+
+async def test_run_list_is_current_when_coming_back_to_it(tmp_path, healthy_run, crashed_run):
+    shutil.copytree(healthy_run, tmp_path / "20261201-100000-train")
+    async with opened(tmp_path) as pilot:
+        await press(pilot, "enter")
+        shutil.copytree(crashed_run, tmp_path / "20261202-093000-train")  # recorded meanwhile
+        await press(pilot, "escape")
+        text = screen_text(pilot.app)
+        assert "20261202-093000-train" in text and "crashed" in text
+        table = pilot.app.screen.query_one("#runs")
+        assert pilot.app.screen.runs[table.cursor_row].path.name == "20261201-100000-train"

@@ -60,6 +60,10 @@ class RunPickerScreen(Screen):
     def action_refresh(self) -> None:
         self.reload()
 
+    def on_screen_resume(self) -> None:
+        """Back from a run (Esc): it may have been reloaded there, or others recorded since."""
+        self.reload()
+
     @work(thread=True, exclusive=True)
     def reload(self) -> None:
         try:
@@ -70,8 +74,14 @@ class RunPickerScreen(Screen):
         self.app.call_from_thread(self._reloaded, runs)
 
     def _reloaded(self, runs: list[RunSummary]) -> None:
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        selected = self.runs[row].path if 0 <= row < len(self.runs) else None
         self.runs = runs
         self._fill()
+        at = next((i for i, run in enumerate(runs) if run.path == selected), None)
+        if at is not None:
+            table.move_cursor(row=at)  # the run the user was on, wherever it sits now
 
 
 def _cells(run: RunSummary) -> list[Text]:
