@@ -12,7 +12,7 @@ from screen_text import screen_text
 from tvis_tui.screens.help import HelpScreen
 from tvis_tui.screens.values import ValuesScreen
 from tvis_tui.widgets.call_tree import CallTree
-from tvis_tui.widgets.inspector import Inspector
+from tvis_tui.widgets.inspector import COLUMNS, Inspector, slot_cells
 from tvis_tui.widgets.source_pane import SourcePane
 
 
@@ -261,3 +261,31 @@ async def test_run_list_is_current_when_coming_back_to_it(tmp_path, healthy_run,
         assert "20261202-093000-train" in text and "crashed" in text
         table = pilot.app.screen.query_one("#runs")
         assert pilot.app.screen.runs[table.cursor_row].path.name == "20261201-100000-train"
+
+
+def _inspector_lines(pilot) -> list[str]:
+    """The inspector's text inside its border, one line per table line."""
+    region = pilot.app.screen.query_one(Inspector).region
+    lines = screen_text(pilot.app).splitlines()[region.y + 1: region.bottom - 1]
+    return [line[region.x + 1: region.right - 1] for line in lines]
+
+
+async def test_inspector_draws_whole_columns_and_marks_the_rest(healthy_run):
+    async with opened(healthy_run, 10, size=(80, 24)) as pilot:
+        inspector = pilot.app.screen.query_one(Inspector)
+        inspector.focus()
+        full = {str(cell) for slot in inspector.slots for cell in slot_cells(slot)}
+        seen_columns = set()
+        for _ in range(len(COLUMNS)):
+            header, first_row = _inspector_lines(pilot)[:2]
+            seen_columns.update(header.replace("‹", " ").replace("›", " ").split())
+            # Every figure on screen is one the table holds, never a cut one (-1.8 of -1.8e-08).
+            for token in first_row.replace("‹", " ").replace("›", " ").split():
+                if token[-1].isdigit():
+                    assert any(token in cell.split() for cell in full), token
+            await press(pilot, "right")
+        assert "›" in _inspector_lines(pilot)[0] or "device" in seen_columns
+        assert "‹" in _inspector_lines(pilot)[0]  # scrolled: the name column is out of view
+        assert {"min", "max", "mean", "std", "device"} <= seen_columns
+        await press(pilot, *["left"] * len(COLUMNS))
+        assert _inspector_lines(pilot)[0].split()[0] == "name"

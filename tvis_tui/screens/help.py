@@ -52,6 +52,7 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
 
     inspector = [Binding("up,k,down,j", "cursor", "Select an input, output or gradient"),
                  Binding("home,end", "cursor", "First or last row"),
+                 Binding("left,right", "scroll", "One column left or right (‹ › mark columns out of view)"),
                  Binding("enter", "select", "Open the values of the selected tensor (when stored)")]
     scrolling = Binding("up,down,left,right,pageup,pagedown,home,end", "scroll",
                         "Scroll the values a line, a column or a page at a time")

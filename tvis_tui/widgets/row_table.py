@@ -1,14 +1,26 @@
-"""A DataTable of rows, moved through as the call tree is: j/k, Home/End."""
+"""A DataTable of rows, moved through as the call tree is: j/k, Home/End; a column the
+pane's edge would cut is left out, with a marker, rather than drawn in part."""
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from textual.binding import Binding
+from textual.strip import Strip
 from textual.widgets import DataTable
+
+CUT_LEFT, CUT_RIGHT = "‹", "›"
+"""Drawn where a column was left out: there is more that way (←/→ scroll)."""
 
 
 class RowTable(DataTable):
     """A row-cursor table with the call tree's keys: DataTable's Home/End scroll sideways,
-    and it has no j/k, while a person who just used them in the tree expects them here."""
+    and it has no j/k, while a person who just used them in the tree expects them here.
+
+    DataTable crops its lines at the pane's edges wherever they fall: a right-justified
+    -1.839e-08 cut after five cells reads as -1.839, a wrong figure that looks right.
+    Here a column only partly in view is blanked, and a marker says more lies that way.
+    Rows have no labels and no columns are fixed (the offsets below assume so)."""
 
     BINDINGS = [
         Binding("k", "cursor_up", "Up", show=False),
@@ -19,3 +31,68 @@ class RowTable(DataTable):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+
+    def action_cursor_right(self) -> None:
+        """One column to the right: the leftmost one (or what shows of it) scrolls away."""
+        ends = [end for _, end in self._column_spans() if end > self.scroll_x]
+        if ends:
+            self.scroll_to(x=min(ends[0], self.max_scroll_x), animate=False)
+
+    def action_cursor_left(self) -> None:
+        """One column to the left: the one cut or hidden by the left edge comes in whole."""
+        starts = [start for start, _ in self._column_spans() if start < self.scroll_x]
+        if starts:
+            self.scroll_to(x=starts[-1], animate=False)
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        left, right = self.cut_columns()
+        if right is not None:
+            strip = _blank(strip, right, self._visible_width, CUT_RIGHT, at_end=True)
+        if left is not None:
+            strip = _blank(strip, 0, left, CUT_LEFT, at_end=False)
+        return strip
+
+    def cut_columns(self) -> tuple[int | None, int | None]:
+        """Where, in the visible width, the blank left of the view ends and the blank right
+        of it starts (None: all is in view that way). A column the edge cuts is blanked
+        whole, except one wider than the pane (blanking it would leave nothing to read):
+        then only the marker's cell is given up."""
+        first = int(self.scroll_x)
+        last = first + self._visible_width
+        spans = self._column_spans()
+        left = 1 if first > 0 else None
+        right = self._visible_width - 1 if spans and spans[-1][1] > last else None
+        for start, end in spans:
+            if start < first < end < last:
+                left = end - first
+            if first < start < last < end:
+                right = start - first
+        return left, right
+
+    def _column_spans(self) -> list[tuple[int, int]]:
+        """(first cell, end) of each column across the whole table."""
+        spans, start = [], 0
+        for column in self.ordered_columns:
+            end = start + column.get_render_width(self)
+            spans.append((start, end))
+            start = end
+        return spans
+
+    @property
+    def _visible_width(self) -> int:
+        # `size` counts the vertical scrollbar's cells too: lines are cropped under it.
+        return self.scrollable_content_region.width
+
+
+def _blank(strip: Strip, start: int, end: int, marker: str, *, at_end: bool) -> Strip:
+    """`strip` with cells [start, end) turned to spaces in their own styles, and `marker`
+    in the cell next to the text that stays."""
+    if end <= start:
+        return strip
+    blank = [Segment(" " * len(text), style) for text, style, _ in strip.crop(start, end)]
+    gap = Strip(blank, end - start)
+    style = blank[0].style if blank else None
+    mark = Strip([Segment(marker, (style or Style()) + Style(dim=True))], 1)
+    gap = Strip.join([gap.crop(0, end - start - 1), mark]) if at_end else Strip.join([mark, gap.crop(1)])
+    return Strip.join([strip.crop(0, start), gap, strip.crop(end)])
