@@ -168,6 +168,13 @@ def write_healthy_run(path: Path) -> Path:
     return path
 
 
+CRASH_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/work/train.py", line 31, in <module>\n    logits = model(x)\n'
+    "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x512 and 256x10)\n"
+    "the head expects 256 features: check the pooling before it\n")
+
+
 def write_crashed_run(path: Path) -> Path:
     rng = np.random.default_rng(1)
     with RunWriter(path) as w:
@@ -176,7 +183,7 @@ def write_crashed_run(path: Path) -> Path:
         failing = write_step(w, 2, rng, fail_at="blocks.1.fc")
         w.close(status="crashed", steps_recorded=1, failing_seq=failing,
                 exception="RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x512 and 256x10)",
-                traceback="Traceback (most recent call last):\n  ...")
+                traceback=CRASH_TRACEBACK, failing_site="/work/model.py:24")
     return path
 
 

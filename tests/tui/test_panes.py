@@ -9,6 +9,7 @@ from conftest import MODEL, line_of
 from pilot import opened, press
 from screen_text import screen_text
 
+from tvis_tui.screens.exception import ExceptionScreen
 from tvis_tui.screens.help import HelpScreen
 from tvis_tui.screens.values import ValuesScreen
 from tvis_tui.widgets.call_tree import CallTree
@@ -289,3 +290,19 @@ async def test_inspector_draws_whole_columns_and_marks_the_rest(healthy_run):
         assert {"min", "max", "mean", "std", "device"} <= seen_columns
         await press(pilot, *["left"] * len(COLUMNS))
         assert _inspector_lines(pilot)[0].split()[0] == "name"
+
+
+async def test_x_shows_a_crashed_runs_whole_exception_and_closes(crashed_run, healthy_run):
+    async with opened(crashed_run, size=(160, 30)) as pilot:
+        text = screen_text(pilot.app)
+        assert "the head expects 256 features" not in text and "x: whole exception" in text
+        await press(pilot, "x")
+        assert isinstance(pilot.app.screen, ExceptionScreen)
+        text = screen_text(pilot.app)
+        assert "exception at model.py:24" in text
+        assert "logits = model(x)" in text and "the head expects 256 features" in text
+        await press(pilot, "escape")
+        assert not isinstance(pilot.app.screen, ExceptionScreen)
+    async with opened(healthy_run, 10) as pilot:
+        await press(pilot, "x")  # nothing to show: the key is greyed out and does nothing
+        assert not isinstance(pilot.app.screen, ExceptionScreen)

@@ -7,6 +7,7 @@ a worker that reads the call from the store and posts `CallLoaded`, which every 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
@@ -37,6 +38,7 @@ class DebuggerScreen(SteppingActions, Screen):
     BINDINGS = [
         *STEPPING_BINDINGS,
         Binding("v", "values", "Values of the selected tensor", show=False),
+        Binding("x", "exception", "The exception and traceback a crashed run ended with", show=False),
         Binding("escape", "close", "Back to the run list", show=False),
     ]
 
@@ -138,7 +140,7 @@ class DebuggerScreen(SteppingActions, Screen):
             return None
         if action == "into" and self.seq >= self.stepper.total:
             return None
-        if action == "failure" and self.status != "crashed":
+        if action in ("failure", "exception") and self.status != "crashed":
             return None
         if action == "history":
             return bool(self.history if parameters[0] == -1 else self.future) or None
@@ -230,6 +232,20 @@ class DebuggerScreen(SteppingActions, Screen):
         inspector = self.query_one(Inspector)
         if inspector.slots and inspector.cursor_row < len(inspector.slots):
             inspector.action_select_cursor()
+
+    def action_exception(self) -> None:
+        from tvis_tui.screens.exception import ExceptionScreen
+
+        meta = self.reader.meta()
+        text = meta.get("traceback") or meta.get("exception")
+        if not text:
+            self.move(None, "exception recorded for this run")
+            return
+        site = meta.get("failing_site")
+        if site:
+            file, _, line = site.rpartition(":")
+            site = f"{Path(file).name}:{line}"
+        self.app.push_screen(ExceptionScreen(text, site))
 
     def on_values_requested(self, message: ValuesRequested) -> None:
         from tvis_tui.screens.values import ValuesScreen
