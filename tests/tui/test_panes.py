@@ -304,5 +304,20 @@ async def test_x_shows_a_crashed_runs_whole_exception_and_closes(crashed_run, he
         await press(pilot, "escape")
         assert not isinstance(pilot.app.screen, ExceptionScreen)
     async with opened(healthy_run, 10) as pilot:
-        await press(pilot, "x")  # nothing to show: the key is greyed out and does nothing
+        await press(pilot, "x")
         assert not isinstance(pilot.app.screen, ExceptionScreen)
+        assert "no exception recorded for this run" in _notices(pilot)
+
+
+def _notices(pilot) -> list[str]:
+    return [n.message for n in pilot.app._notifications]
+
+
+async def test_keys_that_cannot_move_say_why(healthy_run):
+    async with opened(healthy_run, 39) as pilot:  # the last call
+        await press(pilot, "s", "e")
+        assert _notices(pilot) == ["no later call", "no call that raised"]
+        assert "call 39 of 39" in screen_text(pilot.app)
+    async with opened(healthy_run, 1) as pilot:
+        await press(pilot, "S")
+        assert _notices(pilot) == ["no earlier call"] and "call 1 of 39" in screen_text(pilot.app)

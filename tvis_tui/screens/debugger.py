@@ -56,7 +56,6 @@ class DebuggerScreen(SteppingActions, Screen):
         self.future: list[int] = []
         self._reveal = True
         self.loaded_seq = 0
-        self._edges: tuple[bool, ...] = ()
         """The call the panes show now (lags `seq` while a load is in flight)."""
 
     def compose(self) -> ComposeResult:
@@ -108,12 +107,6 @@ class DebuggerScreen(SteppingActions, Screen):
     def watch_seq(self, seq: int) -> None:
         reveal, self._reveal = self._reveal, True
         self.load(seq, reveal)
-        # Re-check which keys can act (the footer greys the others) only when that can
-        # have changed: refreshing bindings on every step would rebuild the footer.
-        edges = (seq <= 1, seq >= self.stepper.total, bool(self.history), bool(self.future))
-        if edges != self._edges:
-            self._edges = edges
-            self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="load")
     def load(self, seq: int, reveal: bool) -> None:
@@ -133,18 +126,6 @@ class DebuggerScreen(SteppingActions, Screen):
                                         message.line_shapes)
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
         self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, self.status)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Grey out moves that cannot go anywhere from here."""
-        if action in ("back_into",) and self.seq <= 1:
-            return None
-        if action == "into" and self.seq >= self.stepper.total:
-            return None
-        if action in ("failure", "exception") and self.status != "crashed":
-            return None
-        if action == "history":
-            return bool(self.history if parameters[0] == -1 else self.future) or None
-        return True
 
     # -- the tree --------------------------------------------------------------------------
 
