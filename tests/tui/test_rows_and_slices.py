@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -65,12 +67,29 @@ def test_collapse_hides_the_subtree(wide_run):
     assert rows.index(("call", WIDE + 5)) is None and not rows.rows[model].expanded
 
 
-def test_parse_index_takes_numbers_and_slices_only():
-    assert parse_index("0, :, 2:8:2", 4) == (0, slice(None), slice(2, 8, 2))
-    assert parse_index("[1]", 2) == (1,)
+def test_parse_index_takes_numbers_slices_and_ellipsis_only():
+    assert parse_index("0, :, 2:8:2", (2, 3, 9, 9)) == (0, slice(None), slice(2, 8, 2))
+    assert parse_index("[1]", (2, 2)) == (1,)
+    assert parse_index("..., 3", (2, 3, 4)) == (slice(None), slice(None), 3)
+    assert parse_index("1, ..., 0", (2, 3, 4)) == (1, slice(None), 0)
+    assert parse_index("1, 2, ...", (2, 3)) == (1, 2)
     assert format_index((1, slice(2, None)), 3) == "[1, 2:, :]"
-    for bad in ("__import__('os')", "1, 2, 3", "1:2:3:4"):
-        with pytest.raises(ValueError):
-            parse_index(bad, 2)
     arr = np.arange(24).reshape(2, 3, 4)
-    assert arr[parse_index("1, :, -1", 3)].tolist() == [15, 19, 23]
+    assert arr[parse_index("1, :, -1", arr.shape)].tolist() == [15, 19, 23]
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("__import__('os')", "bad index"),
+    ("1, 2, 3", "3 indices for 2 dimensions [2, 3]"),
+    ("1:2:3:4", "bad slice '1:2:3:4'"),
+    ("::0", "the step cannot be 0"),
+    ("a:3", "bad index 'a:3'"),
+    ("99999999999999999999999", "bad index"),
+    ("2", "index 2 is out of range for dimension 0 of size 2 (-2 to 1)"),
+    ("0, -4", "index -4 is out of range for dimension 1 of size 3"),
+    ("..., ...", "one ... at most"),
+])
+def test_bad_indices_say_why_in_one_line(text, reason):
+    with pytest.raises(ValueError, match=re.escape(reason)) as caught:
+        parse_index(text, (2, 3))
+    assert "\n" not in str(caught.value)

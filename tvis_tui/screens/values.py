@@ -71,11 +71,11 @@ class ValuesScreen(Screen):
             if text is None or self.array is None:
                 return
             try:
-                index = parse_index(text, ndim)
-                view = self.array[index]
-            except (ValueError, IndexError) as exc:
-                self.notify(str(exc).splitlines()[0], severity="error", markup=False)
+                index = parse_index(text, self.array.shape)
+            except ValueError as exc:
+                self.notify(str(exc), severity="error", markup=False)
                 return
+            view = self.array[index]
             if view.ndim > 2:
                 self.notify(f"the view shows 2 dimensions at most; this slice has {view.ndim}", severity="error")
                 return
@@ -83,7 +83,7 @@ class ValuesScreen(Screen):
             self._draw()
 
         current = format_index(self.index, ndim)[1:-1]
-        self.app.push_screen(PromptScreen(f"Index for {shape(self.slot.shape)} (e.g. 0, :, 2:8):", current), done)
+        self.app.push_screen(PromptScreen(f"Index for {shape(self.slot.shape)} (e.g. 0, :, 2:8, ...):", current), done)
 
     def action_shift(self, delta: int) -> None:
         """Step the first integer index, so +/- walks through channels or batch items."""

@@ -16,23 +16,43 @@ GAP = 1
 """Spaces after each value, so right-aligned neighbours never touch."""
 
 
-def parse_index(text: str, ndim: int) -> tuple[int | slice, ...]:
-    """`0, :, 2:8:2` -> (0, slice(None), slice(2, 8, 2)). Never evaluates code."""
+def parse_index(text: str, shape: tuple[int, ...]) -> tuple[int | slice, ...]:
+    """`0, :, 2:8:2` -> (0, slice(None), slice(2, 8, 2)) for a tensor of `shape`; `...`
+    stands for as many `:` as the other indices leave. Never evaluates code. Raises
+    ValueError with a one-line reason a person can act on (never numpy's own message)."""
     parts = [p.strip() for p in text.strip().strip("[]()").split(",")] if text.strip() else []
+    ndim = len(shape)
+    if parts.count("...") > 1:
+        raise ValueError("one ... at most")
+    if "..." in parts:
+        at = parts.index("...")
+        parts[at:at + 1] = [":"] * max(ndim - len(parts) + 1, 0)
     if len(parts) > ndim:
-        raise ValueError(f"{len(parts)} indices for {ndim} dimensions")
-    out: list[int | slice] = []
-    for part in parts:
-        if ":" in part:
-            bits = part.split(":")
-            if len(bits) > 3:
-                raise ValueError(f"bad slice {part!r}")
-            out.append(slice(*(int(b) if b.strip() else None for b in bits)))
-        elif part.lstrip("-").isdigit():
-            out.append(int(part))
-        else:
-            raise ValueError(f"bad index {part!r}: use numbers and slices like 0, :, 2:8")
-    return tuple(out)
+        raise ValueError(f"{len(parts)} indices for {ndim} dimensions {list(shape)}")
+    return tuple(_index_part(part, dim, size) for dim, (part, size) in enumerate(zip(parts, shape)))
+
+
+def _index_part(part: str, dim: int, size: int) -> int | slice:
+    if ":" in part:
+        bits = part.split(":")
+        if len(bits) > 3:
+            raise ValueError(f"bad slice {part!r}: start:stop or start:stop:step")
+        start, stop, step = (*(_integer(b, part) if b.strip() else None for b in bits), None)[:3]
+        if step == 0:
+            raise ValueError(f"bad slice {part!r}: the step cannot be 0")
+        return slice(start, stop, step)
+    index = _integer(part, part)
+    if not -size <= index < size:
+        raise ValueError(f"index {index} is out of range for dimension {dim} of size {size} "
+                         f"({-size} to {size - 1})")
+    return index
+
+
+def _integer(text: str, part: str) -> int:
+    text = text.strip()
+    if not text.lstrip("-").isdigit() or len(text) > 18:
+        raise ValueError(f"bad index {part!r}: use numbers, slices and ... like 0, :, 2:8, ...")
+    return int(text)
 
 
 def format_index(index: tuple[int | slice, ...], ndim: int) -> str:
