@@ -61,6 +61,11 @@ def test_arguments_after_the_script_are_the_scripts_own(tmp_path):
     assert eval(argv) == [str(script), "--steps", "1", "--lr", "3e-4"]
     assert (name, path0, cwd.strip()) == ("__main__", "True", str(tmp_path))
     assert proc.returncode == 3
+    assert f"{script.name}:5: the script called sys.exit(3): exit status 3" in proc.stderr
+    with RunReader(next((tmp_path / "runs").iterdir())) as run:
+        meta = run.meta()
+    assert (meta["status"], meta["exception"], meta["exit_status"]) == ("crashed", "SystemExit: 3", 3)
+    assert meta["failing_site"].endswith(f"{script.name}:5") and "sys.exit(3)" in meta["traceback"]
 
 
 def test_module_mode_runs_like_python_dash_m(tmp_path):

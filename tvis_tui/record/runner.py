@@ -145,13 +145,7 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
         outcome.set("ok", 0, stopped_by="step limit")
     except SystemExit as exc:
         recorder.abandon(exc)
-        code = exc.code
-        if code is None or isinstance(code, int):
-            status = code or 0
-            outcome.set("ok" if status == 0 else "crashed", status)
-        else:
-            print(code, file=sys.stderr)
-            outcome.set("crashed", 1, exception=f"SystemExit: {code}")
+        _exited(exc, outcome, recorder)
     except KeyboardInterrupt as exc:
         recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
@@ -200,6 +194,25 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     outcome.set("crashed", 1, exception=exception, traceback=text, failing_seq=failing,
                 failing_site=f"{site.file}:{site.line}" if site else None)
     outcome.summary = f"{where}{exception}"
+
+
+def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
+    """sys.exit(): 0 or None is a clean end; any other code ended the script early, as
+    an exception would have, and the run says where (`x` in the viewer shows it)."""
+    code = exc.code
+    if code is None or code == 0:
+        outcome.set("ok", 0)
+        return
+    if not isinstance(code, int):
+        print(code, file=sys.stderr)  # python prints a non-integer code and exits with 1
+    status = code if isinstance(code, int) else 1
+    tb = _user_traceback(exc.__traceback__)
+    site = recorder.sites.user_location(tb) if tb is not None else None
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    outcome.set("crashed", status, exception=f"SystemExit: {code}", traceback=text,
+                failing_site=f"{site.file}:{site.line}" if site else None)
+    where = f"{_display(site.file)}:{site.line}: " if site else ""
+    outcome.summary = f"{where}the script called sys.exit({code!r}): exit status {status}"
 
 
 def _from_worker(lines: list[str]) -> str | None:
