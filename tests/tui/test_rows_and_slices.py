@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from tvis_tui.screens.run_picker import SCRIPT_WIDTH, script_label
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.store import CallRecord, RunReader, RunWriter
 from tvis_tui.widgets.call_rows import PAGE, CallRows
@@ -93,3 +94,11 @@ def test_bad_indices_say_why_in_one_line(text, reason):
     with pytest.raises(ValueError, match=re.escape(reason)) as caught:
         parse_index(text, (2, 3))
     assert "\n" not in str(caught.value)
+
+
+def test_run_list_tells_two_train_py_scripts_apart():
+    assert script_label("examples/char_lm/train.py") == "examples/char_lm/train.py"
+    assert script_label("pkg.train") == "pkg.train"  # -m mode
+    long = script_label("/home/me/projects/a_rather_long_project_name/vision/train.py")
+    assert long == "…/vision/train.py" and len(long) <= SCRIPT_WIDTH
+    assert script_label("/x/" + "y" * 40 + ".py") == "…/" + "y" * 40 + ".py"  # the name is never cut

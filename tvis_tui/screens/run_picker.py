@@ -84,6 +84,24 @@ class RunPickerScreen(Screen):
             table.move_cursor(row=at)  # the run the user was on, wherever it sits now
 
 
+SCRIPT_WIDTH = 32
+"""Characters of a script's path the list shows; longer paths keep their last folders."""
+
+
+def script_label(script: str) -> str:
+    """The script as it was given to `tvis run` (examples/char_lm/train.py: two runs of
+    two train.py scripts must read apart), shortened from the left to SCRIPT_WIDTH."""
+    if len(script) <= SCRIPT_WIDTH:
+        return script
+    parts = Path(script).parts
+    kept = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(part) + len(kept) + 3 > SCRIPT_WIDTH:
+            break
+        kept = f"{part}/{kept}"
+    return f"…/{kept}"
+
+
 def _cells(run: RunSummary) -> list[Text]:
     """A run's row; an unreadable run says why where its script would be (no counts:
     zeros would read as an empty run)."""
@@ -92,5 +110,5 @@ def _cells(run: RunSummary) -> list[Text]:
         return [Text(run.path.name), Text(run.status, style="bold red"),
                 Text(run.reason or "", style="red"), Text(""), Text(""), Text(""), size]
     return [Text(run.path.name), Text(run.status, style=STATUS_STYLES.get(run.status, "")),
-            Text(Path(run.script).name), Text(run.started.replace("T", " ")[:19]),
+            Text(script_label(run.script)), Text(run.started.replace("T", " ")[:19]),
             Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"), size]
