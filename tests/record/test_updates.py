@@ -241,3 +241,24 @@ def test_weight_norms_count_finite_values_and_read_once(monkeypatch):
                   torch.tensor([3e38, 4e38], dtype=torch.float64)])
     assert got == [5.0, 5.0, 5.0, None, None, pytest.approx(5e38)]
     assert len(reads) == 1  # one wait for all parameters of a device
+
+
+def test_two_models_of_one_class_name_their_parameters_apart(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+encoder = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+decoder = nn.Sequential(nn.Linear(4, 2))
+opt = torch.optim.SGD([*encoder.parameters(), *decoder.parameters()], lr=0.1)
+for step in range(2):
+    opt.zero_grad()
+    nn.MSELoss()(decoder(encoder(torch.randn(5, 3))), torch.zeros(5, 2)).backward()
+    opt.step()
+""")
+    assert code == 0
+    step = _steps(run)[0]
+    assert [s.path for s in run.slots(step.seq, "update")] == [
+        "Sequential.0.weight", "Sequential.0.bias", "Sequential#2.0.weight", "Sequential#2.0.bias"]
+    roots = [c.name for c in run.calls(1, run.call_count()) if c.depth == 0 and c.kind == "module"]
+    assert roots == ["Sequential", "Sequential#2", "MSELoss"] * 2  # a loss made each step keeps its name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from typing import Iterable, Iterator
 
 import torch
@@ -14,6 +15,11 @@ class ModuleNames:
     A root is a module called while no other module call is open on that thread: the
     model itself, or a loss module. Its names are computed once and recomputed only when
     a module turns up that the cached table does not know (a submodule added later).
+
+    A root is named by its class; a second root of the same class that holds parameters
+    (an encoder and a decoder, both `Sequential`) is `Sequential#2`, so that their
+    parameters read apart. Roots without parameters keep the class name: a loss module
+    made anew each step is the same loss every step.
     """
 
     def __init__(self) -> None:
@@ -22,10 +28,20 @@ class ModuleNames:
         self._roots: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
         self._param_key: tuple[int, ...] = ()
         self._params: dict[int, str] = {}
+        self._root_names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
+        self._with_params: Counter[str] = Counter()  # roots with parameters seen, by class
 
     def root_name(self, root: torch.nn.Module) -> str:
         self._roots[id(root)] = root
-        return type(root).__name__
+        name = self._root_names.get(root)
+        if name is None:
+            name = type(root).__name__
+            if next(root.parameters(), None) is not None:
+                self._with_params[name] += 1
+                if self._with_params[name] > 1:
+                    name = f"{name}#{self._with_params[name]}"
+            self._root_names[root] = name
+        return name
 
     def name(self, root: torch.nn.Module, module: torch.nn.Module) -> str:
         table = self._table(root)
@@ -54,7 +70,7 @@ class ModuleNames:
             self._params = {}
             for root in self.roots():
                 for n, p in root.named_parameters():
-                    self._params.setdefault(id(p), f"{type(root).__name__}.{n}")
+                    self._params.setdefault(id(p), f"{self.root_name(root)}.{n}")
         return self._params
 
     def gradients(self, params: Iterable[torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
