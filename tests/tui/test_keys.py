@@ -112,3 +112,11 @@ async def test_markup_typed_into_a_prompt_is_shown_as_typed(healthy_run, prompt)
         assert pilot.app.screen.seq == 5  # the app is still running: no MarkupError
         messages = [n.message for n in pilot.app._notifications]
         assert any("'[/]'" in m for m in messages), messages
+
+
+async def test_a_step_cut_short_says_unfinished(crashed_run, healthy_run):
+    async with opened(crashed_run) as pilot:
+        text = screen_text(pilot.app)
+        assert "step 2  unfinished" in text and "step 1  unfinished" not in text
+    async with opened(healthy_run) as pilot:
+        assert "unfinished" not in screen_text(pilot.app)

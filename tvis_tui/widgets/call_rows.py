@@ -32,6 +32,9 @@ class Row:
     call: CallRecord | None = None
     span: PhaseSpan | None = None
     loss: float | None = None
+    unfinished: bool = False
+    """A step with no optimizer step at its end (yet): cut short by a crash, still being
+    recorded, or what the script did after its last step (the loader running out of data)."""
     until: int | None = None
     """The last call of the phase this row is listed in: a call's children past it (the
     backward and optimizer calls of a user function that runs a whole step) are listed
@@ -59,11 +62,12 @@ class CallRows:
 
     def reload(self) -> None:
         """Start again from the list of steps (after a refresh)."""
-        losses = {s.step: s.loss for s in self.reader.steps()}
+        records = {s.step: s for s in self.reader.steps()}
         with self._lock:
             self.rows = tuple(
                 Row(("step", n), 0, expandable=True, span=(self.reader.phases(n) or [None])[0],
-                    loss=losses.get(n))
+                    loss=records[n].loss if n in records else None,
+                    unfinished=n not in records or not records[n].complete)
                 for n in self.reader.phase_steps()
             )
 

@@ -24,6 +24,8 @@ def row_label(row: Row) -> Text:
     kind = row.key[0]
     if kind == "step":
         text.append(f"step {row.key[1]}", style="bold")
+        if row.unfinished:
+            text.append("  unfinished", style="dim italic")
         if row.loss is not None:
             text.append(f"  loss {row.loss:.4g}", style="dim")
     elif kind == "phase" and row.span is not None:
