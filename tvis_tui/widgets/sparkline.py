@@ -20,11 +20,20 @@ def sparkline(counts: tuple[int, ...] | list[int], width: int = 16, style: str =
     return Text("".join(chars), style=style, no_wrap=True)
 
 
-def _resample(counts: list[int], width: int) -> list[int]:
-    """Sum neighbouring bins down to `width` (never stretches a short histogram)."""
-    if len(counts) <= width:
-        return counts
-    out = [0] * width
+def _resample(counts: list[int], width: int) -> list[float]:
+    """Bins merged down to `width` cells (never stretched), each bin's count shared among
+    the cells it overlaps by the overlap: 32 bins in 12 cells would otherwise put three
+    bins in some cells and two in others, and a flat histogram would look striped."""
+    n = len(counts)
+    if n <= width:
+        return [float(c) for c in counts]
+    out = [0.0] * width
     for i, c in enumerate(counts):
-        out[i * width // len(counts)] += c
+        # Bin i covers [i * width, (i + 1) * width) in units of 1/n of a cell.
+        start, end = i * width, (i + 1) * width
+        cell = start // n
+        while start < end:
+            boundary = min((cell + 1) * n, end)
+            out[cell] += c * (boundary - start) / width
+            start, cell = boundary, cell + 1
     return out
