@@ -6,7 +6,7 @@ import os
 import shutil
 
 from conftest import MODEL, line_of
-from pilot import opened, press
+from pilot import opened, press, settle
 from screen_text import screen_text
 
 from tvis_tui.screens.exception import ExceptionScreen
@@ -321,3 +321,13 @@ async def test_keys_that_cannot_move_say_why(healthy_run):
     async with opened(healthy_run, 1) as pilot:
         await press(pilot, "S")
         assert _notices(pilot) == ["no earlier call"] and "call 1 of 39" in screen_text(pilot.app)
+
+
+async def test_values_title_stays_one_line_on_a_narrow_screen(healthy_run):
+    async with opened(healthy_run, 10, size=(60, 20)) as pilot:
+        await press(pilot, "v")
+        title, header = screen_text(pilot.app).splitlines()[:2]
+        assert title.split()[:3] == ["call", "#10", "input"] and header.split()[0] == "0"
+        await pilot.resize_terminal(120, 20)
+        await settle(pilot)
+        assert "→ [4, 512]" in screen_text(pilot.app).splitlines()[0]

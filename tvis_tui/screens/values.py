@@ -16,6 +16,10 @@ from tvis_tui.widgets.format import shape
 from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index, parse_index, view_labels
 
 
+MIN_PATH = 16
+"""Characters of the slot's path the title keeps however narrow the screen."""
+
+
 class ValuesScreen(Screen):
     BINDINGS = [
         Binding("i,colon", "index", "slice", show=True, tooltip="Slice: choose the index of each dimension…"),
@@ -55,12 +59,29 @@ class ValuesScreen(Screen):
     def _draw(self) -> None:
         assert self.array is not None
         view = self.array[self.index]
-        title = Text(f"call #{self.seq}  {self.slot.role} {self.slot.path}  ", style="bold")
-        title.append(f"{self.slot.dtype} {shape(self.slot.shape)}  ")
-        title.append(format_index(self.index, self.array.ndim), style="bold cyan")
-        title.append(f"  → {shape(view.shape)}", style="dim")
-        self.query_one("#values-title", Static).update(title)
+        self.query_one("#values-title", Static).update(self._title(view.shape))
         self.query_one(ValuesGrid).show(view, *view_labels(self.index, self.array.shape))
+
+    def on_resize(self) -> None:
+        if self.array is not None:
+            self._draw()
+
+    def _title(self, view_shape: tuple[int, ...]) -> Text:
+        """One line: what the values are, the index and the view's shape. The index is what
+        changes as a person slices, so when the line is too long the slot's path gives way
+        (from the left: a parameter's last names say most)."""
+        assert self.array is not None
+        head = f"call #{self.seq}  {self.slot.role} "
+        rest = Text(f"  {self.slot.dtype} {shape(self.slot.shape)}  ")
+        rest.append(format_index(self.index, self.array.ndim), style="bold cyan")
+        rest.append(f"  → {shape(view_shape)}", style="dim")
+        path = self.slot.path
+        room = self.query_one("#values-title", Static).content_size.width - len(head) - rest.cell_len
+        room = max(room, MIN_PATH)
+        if room < len(path):
+            path = "…" + path[len(path) - room + 1:]
+        title = Text(head + path, style="bold", no_wrap=True, overflow="ellipsis")
+        return title.append_text(rest)
 
     def action_index(self) -> None:
         if self.array is None:
