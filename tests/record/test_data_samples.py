@@ -137,3 +137,38 @@ for x, y in zip(xs, ys):
         assert [r.get("target_index") for r in rows] == [None if t == 1 else t for t in y], step
         assert [r.get("ignored", False) for r in rows] == [t == 1 for t in y], step
         assert all(("correct" in r) != r.get("ignored", False) for r in rows)
+
+
+def test_token_predictions_keep_one_row_per_sequence_without_a_dataloader(run_inprocess):
+    # Batches drawn by hand (no DataLoader tells the batch size) and logits flattened
+    # with view(-1, V) for the loss: each sequence is still its own row.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class CharTok:
+    chars = "abcdefgh"
+    vocab_size = 8
+    def encode(self, text):
+        return [self.chars.index(c) for c in text]
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+
+tok = CharTok()
+data = torch.tensor(tok.encode("abcdefgh" * 8))
+model = nn.Sequential(nn.Embedding(8, 16), nn.Linear(16, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    starts = torch.randint(0, len(data) - 6, (3,))
+    x = torch.stack([data[s:s + 5] for s in starts])
+    y = torch.stack([data[s + 1:s + 6] for s in starts])
+    logits = model(x)
+    loss = nn.functional.cross_entropy(logits.view(-1, tok.vocab_size), y.view(-1))
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    pred = S.all_predictions(run)[0]
+    assert pred["kind"] == "tokens" and len(pred["samples"]) == 3
+    for row in pred["samples"]:
+        assert len(row["predicted_ids"]) == 5 and len(row["target"]) == 5

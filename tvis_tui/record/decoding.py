@@ -123,7 +123,7 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         t = target.detach() if isinstance(target, torch.Tensor) else None
         vocab = vocab_size(tokenizer) if tokenizer is not None else None
         if tokenizer is not None and vocab == x.shape[-1]:
-            return _as_text(x, t, tokenizer, batch_size, ignore_index)
+            return _as_text(_unflattened(logits, x), t, tokenizer, batch_size, ignore_index)
         return _as_classes(x.reshape(-1, x.shape[-1]), t, names, ignore_index)
 
 
@@ -155,6 +155,18 @@ def _targets(t: torch.Tensor | None, n: int, classes: int) -> list[int] | None:
     if not t.is_floating_point() and t.numel() >= n:
         return t.reshape(-1)[:n].tolist()
     return None
+
+
+def _unflattened(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """(B, T, V) logits that the script flattened to (B*T, V) for the loss (`view`,
+    `reshape`, `flatten`): the sequences, which a flat tensor no longer tells apart when
+    no DataLoader gave the batch size. The shape before flattening is the one the view's
+    backward node saved (a detached metric has none: it stays flat)."""
+    shape = getattr(logits.grad_fn, "_saved_self_sym_sizes", None)
+    if (x.dim() == 2 and isinstance(shape, tuple) and len(shape) == 3 and shape[-1] == x.shape[-1]
+            and shape[0] * shape[1] == x.shape[0]):
+        return x.reshape(int(shape[0]), int(shape[1]), x.shape[-1])
+    return x
 
 
 def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, batch_size: int | None,
