@@ -45,7 +45,8 @@ with summaries replaced by nothing, the bundled CNN still costs 2.0x in summary 
 summaries alone, at numpy's per-pass floor, cost ~0.8 plain steps (90 tensors, a 131k-value
 one ~75 us: min, max, sum, dot, zero count and a 4096-value histogram).
 
-`--breakdown` adds one instrumented run of the CNN: where tvis's own time goes.
+`--breakdown` adds one instrumented run of each example in summary mode: where tvis's own
+time goes (summaries, following memory through backward on CPU, the rest of its hooks).
 `--sync-writer` commits the store from the hooks instead of the writer thread (a
 diagnostic: what the writer thread's work costs the script's own ops, outside any hook,
 where tvis cannot count it as its overhead).
@@ -75,6 +76,7 @@ from torch.nn.modules.loss import _Loss  # noqa: E402
 from tvis_tui.record import slots  # noqa: E402
 from tvis_tui.record.options import CaptureOptions  # noqa: E402
 from tvis_tui.record.recorder import Recorder  # noqa: E402
+from tvis_tui.record.saved import BackwardMemory  # noqa: E402
 from tvis_tui.record.runner import Options, Target, record  # noqa: E402
 from tvis_tui.record.sink import MAX_HELD_BYTES, WriterThread  # noqa: E402
 from tvis_tui.store import RunReader  # noqa: E402
@@ -284,25 +286,28 @@ def bench_example(name: str, script: Path, steps: int, rounds: int, out: str) ->
     sys.__stdout__.flush()
 
 
-def breakdown(steps: int, out: str) -> dict[str, float]:
-    """Milliseconds per step of tvis's own work on the CNN, by kind (one instrumented run)."""
-    spent = {"tensor summaries": 0, "other hook work": 0}
-    original_summarize, original_guard = slots.summarize, Recorder._guard
+def breakdown(script: Path, steps: int, out: str) -> dict[str, float]:
+    """Milliseconds per step of tvis's own work, by kind (one instrumented run, summary
+    mode without lines: the mode whose target is furthest)."""
+    spent = {"tensor summaries": 0, "backward memory (graph walk, node hooks)": 0, "other hook work": 0}
+    undo: list[Callable[[], None]] = []
 
-    def timed_summarize(*args):
-        started = time.perf_counter_ns()
-        try:
-            return original_summarize(*args)
-        finally:
-            spent["tensor summaries"] += time.perf_counter_ns() - started
+    def timed(owner: Any, name: str, kind: str) -> None:
+        original = getattr(owner, name)
 
-    def timed_guard(self, body, *args):
-        started = time.perf_counter_ns()
-        try:
-            return original_guard(self, body, *args)
-        finally:
-            spent["other hook work"] += time.perf_counter_ns() - started
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter_ns()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[kind] += time.perf_counter_ns() - started
+        setattr(owner, name, wrapper)
+        undo.append(lambda: setattr(owner, name, original))
 
+    timed(slots, "summarize", "tensor summaries")
+    timed(BackwardMemory, "begin", "backward memory (graph walk, node hooks)")
+    timed(BackwardMemory, "_after_node", "backward memory (graph walk, node hooks)")
+    timed(Recorder, "_guard", "other hook work")
     writer_cpu: list[float] = []
     original_drain = WriterThread._drain  # LMDB puts and commits
 
@@ -313,13 +318,15 @@ def breakdown(steps: int, out: str) -> dict[str, float]:
         finally:
             writer_cpu.append(time.thread_time() - started)
 
-    slots.summarize, Recorder._guard, WriterThread._drain = timed_summarize, timed_guard, timed_drain
+    WriterThread._drain = timed_drain
+    undo.append(lambda: setattr(WriterThread, "_drain", original_drain))
     try:
-        run_recorded(EXAMPLES["cnn"], steps, out, CaptureOptions())
+        run_recorded(script, steps, out, CaptureOptions(capture="summary", lines=False))
     finally:
-        slots.summarize, Recorder._guard, WriterThread._drain = (
-            original_summarize, original_guard, original_drain)
-    spent["other hook work"] -= spent["tensor summaries"]
+        for step in reversed(undo):
+            step()
+    # Guarded hook bodies contain the other two (node hooks run through the guard too).
+    spent["other hook work"] -= spent["tensor summaries"] + spent["backward memory (graph walk, node hooks)"]
     result = {k: v / steps / 1e6 for k, v in spent.items()}
     result["writer thread CPU (LMDB)"] = sum(writer_cpu) / steps * 1e3
     return result
@@ -341,7 +348,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="alternate plain and recorded runs this many times (noise)")
     parser.add_argument("--examples", default="cnn,lm", help="comma-separated: cnn, lm")
-    parser.add_argument("--breakdown", action="store_true", help="where tvis's time goes (CNN)")
+    parser.add_argument("--breakdown", action="store_true", help="where tvis's time goes")
     parser.add_argument("--sync-writer", action="store_true",
                         help="diagnostic: write from the hooks, not the writer thread")
     args = parser.parse_args()
@@ -356,9 +363,9 @@ def main() -> int:
         try:
             for name in args.examples.split(","):
                 bench_example(name, EXAMPLES[name], args.steps, args.rounds, out)
-            if args.breakdown:
-                where = breakdown(args.steps, os.path.join(out, "instrumented"))
-                real_stdout.write("tvis's own time per CNN step: " +
+            for name in args.examples.split(",") if args.breakdown else ():
+                where = breakdown(EXAMPLES[name], args.steps, os.path.join(out, f"instrumented-{name}"))
+                real_stdout.write(f"tvis's own time per {name} step (summary, no lines): " +
                                   ", ".join(f"{k} {v:.2f} ms" for k, v in where.items()) + "\n")
         finally:
             sys.stdout, sys.stderr = real_stdout, real_stderr
