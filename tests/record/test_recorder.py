@@ -397,3 +397,27 @@ for step in range(2):
     calls = _calls(run)
     assert not [c for c in calls if c.error]
     assert any(c.extra.get("recompute_stopped") for c in calls)
+
+
+def test_a_caught_exceptions_whole_message_is_kept(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class Picky(nn.Module):
+    def forward(self, x):
+        raise ValueError("shapes disagree\\n  expected [4, 8]\\n  got [4, 7]")
+
+opt_model = nn.Linear(7, 1)
+opt = torch.optim.SGD(opt_model.parameters(), lr=0.1)
+for step in range(2):
+    try:
+        Picky()(torch.ones(4, 7))
+    except ValueError:
+        pass
+    opt.zero_grad(); opt_model(torch.ones(4, 7)).sum().backward(); opt.step()
+""")
+    assert code == 0
+    raised = [c for c in run.calls(1, run.call_count()) if c.error]
+    assert raised and raised[0].error == "ValueError: shapes disagree"
+    assert raised[0].extra["error_text"] == "ValueError: shapes disagree\n  expected [4, 8]\n  got [4, 7]"

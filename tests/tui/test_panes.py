@@ -12,6 +12,7 @@ from screen_text import screen_text
 from tvis_tui.screens.exception import ExceptionScreen
 from tvis_tui.screens.help import HelpScreen
 from tvis_tui.screens.values import ValuesScreen
+from tvis_tui.store import CallRecord, RunWriter
 from tvis_tui.widgets.call_tree import CallTree
 from tvis_tui.widgets.inspector import COLUMNS, Inspector, slot_cells
 from tvis_tui.widgets.source_pane import SourcePane
@@ -331,3 +332,20 @@ async def test_values_title_stays_one_line_on_a_narrow_screen(healthy_run):
         await pilot.resize_terminal(120, 20)
         await settle(pilot)
         assert "→ [4, 512]" in screen_text(pilot.app).splitlines()[0]
+
+
+async def test_x_on_a_call_whose_exception_was_caught_shows_its_whole_message(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="/home/ada/proj/train.py", started_at="2026-12-02T09:30:00", status="running",
+                   host="recorder-host", pid=0)
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward", kind="module", name="picky",
+                              type="Picky", call_site=None, def_site=None, start_ns=1, duration_ns=10,
+                              error="ValueError: shapes disagree",
+                              extra={"error_text": "ValueError: shapes disagree\n  expected [4, 8]"}))
+        w.close(status="ok", steps_recorded=0)
+    async with opened(tmp_path / "run", 1, size=(160, 30)) as pilot:
+        assert "x: whole exception" in screen_text(pilot.app)
+        await press(pilot, "x")
+        assert isinstance(pilot.app.screen, ExceptionScreen)
+        text = screen_text(pilot.app)
+        assert "exception at call 1 picky" in text and "expected [4, 8]" in text

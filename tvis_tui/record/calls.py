@@ -145,6 +145,8 @@ class CallLog:
         if call.record.kind == "backward":
             self.memory.backward_done()
         self.writer.put_slots(call.record.seq, slots)
+        if error is not None:
+            extra = _with_error_text(error, extra)
         record = call.record.closed(duration, nonfinite, _describe(error) if error is not None else None,
                                     {**call.record.extra, **extra} if extra else call.record.extra)
         if gpu_end is not None:
@@ -178,6 +180,21 @@ class CallLog:
     def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> None:
         slots, _ = self.slots.make(seq, role, self.memory.watch(pairs, None), start)
         self.writer.put_slots(seq, slots)
+
+
+ERROR_TEXT_CHARS = 4000
+"""Of a message of several lines, kept whole in `extra["error_text"]` up to this."""
+
+
+def _with_error_text(exc: BaseException, extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`extra` plus the whole message when it has more lines than `error` keeps."""
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ raises: `error` says what it can
+        return extra
+    if "\n" not in text.strip():
+        return extra
+    return {**(extra or {}), "error_text": f"{type(exc).__name__}: {text}"[:ERROR_TEXT_CHARS]}
 
 
 def _describe(exc: BaseException) -> str:

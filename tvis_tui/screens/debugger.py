@@ -23,7 +23,7 @@ from tvis_tui.messages import CallLoaded, JumpFound, RowsChanged, ValuesRequeste
 from tvis_tui.screens.call_view import CallViewLoader
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.screens.stepping_keys import STEPPING_BINDINGS, SteppingActions
-from tvis_tui.store import RunReader
+from tvis_tui.store import CallRecord, RunReader
 from tvis_tui.store.runs import run_status
 from tvis_tui.widgets.call_rows import CallRows
 from tvis_tui.widgets.call_tree import CallTree
@@ -38,7 +38,8 @@ class DebuggerScreen(SteppingActions, Screen):
     BINDINGS = [
         *STEPPING_BINDINGS,
         Binding("v", "values", "Values of the selected tensor", show=False),
-        Binding("x", "exception", "The exception and traceback a crashed run ended with", show=False),
+        Binding("x", "exception", "The whole exception: the call's that raised, else the one a crashed run ended with",
+                show=False),
         Binding("escape", "close", "Back to the run list", show=False),
     ]
 
@@ -57,6 +58,7 @@ class DebuggerScreen(SteppingActions, Screen):
         self._reveal = True
         self.loaded_seq = 0
         """The call the panes show now (lags `seq` while a load is in flight)."""
+        self.loaded_call: CallRecord | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -118,7 +120,7 @@ class DebuggerScreen(SteppingActions, Screen):
         if message.seq != self.seq:
             return
         self.loaded_seq = message.seq
-        call = message.call
+        self.loaded_call = call = message.call
         if message.row is not None:
             self.query_one(CallTree).show(message.rows, message.row)
         site = call.call_site
@@ -215,9 +217,16 @@ class DebuggerScreen(SteppingActions, Screen):
             inspector.action_select_cursor()
 
     def action_exception(self) -> None:
+        """The current call's exception when it raised one the script caught (its whole
+        message); else the one a crashed run ended with (message and traceback)."""
         from tvis_tui.screens.exception import ExceptionScreen
 
         meta = self.reader.meta()
+        call = self.loaded_call
+        if call is not None and call.error and call.seq != meta.get("failing_seq"):
+            text = call.extra.get("error_text") or call.error
+            self.app.push_screen(ExceptionScreen(text, f"call {call.seq:,} {call.name}"))
+            return
         text = meta.get("traceback") or meta.get("exception")
         if not text:
             self.move(None, "exception recorded for this run")

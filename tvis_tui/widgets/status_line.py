@@ -31,7 +31,7 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     text.append(f"  {duration(call.duration_ns)}")
     if call.nonfinite_output:
         text.append("  NaN/Inf in output", style="bold red")
-    if call.error and status == "crashed":
+    if call.error and (status == "crashed" or "error_text" in call.extra):
         text.append("  x: whole exception", style="dim")
     return text
 
