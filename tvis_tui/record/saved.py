@@ -44,9 +44,17 @@ def _saved_attrs(node: Any) -> tuple[str, ...]:
     return attrs
 
 
+def _storage(value: Any) -> tuple[int, int] | None:
+    """(key, nbytes) of a dense CPU tensor's storage, else None."""
+    if isinstance(value, torch.Tensor) and value.is_cpu and not value.is_sparse:
+        storage = value.untyped_storage()
+        return storage.data_ptr(), storage.nbytes()
+    return None
+
+
 def _add(value: Any, out: dict[int, int]) -> None:
     if isinstance(value, torch.Tensor):
-        if value.device.type == "cpu" and not value.is_sparse:
+        if value.is_cpu and not value.is_sparse:
             storage = value.untyped_storage()
             out[storage.data_ptr()] = storage.nbytes()
     elif isinstance(value, (list, tuple)):
@@ -167,7 +175,8 @@ class BackwardMemory:
         self._guard(self._follow, node_id, grad_inputs, grad_outputs)
 
     def _follow(self, node_id: int, grad_inputs: Any, grad_outputs: Any) -> None:
-        made = [_storages(g) for g in grad_inputs]
+        # A node hook gets flat tuples of tensors (or None): one storage each at most.
+        made = [_storage(g) for g in grad_inputs]
         incoming = _storages(grad_outputs)
         # Where several gradients arrived, the engine summed them into a new buffer
         # (or into one of them) while they were all alive; then freed them.
@@ -178,22 +187,26 @@ class BackwardMemory:
             if senders <= 0 and self._flight.pop(key, None) is not None:
                 self._uncount(key)
         # The node ran with its incoming gradient, its results and its saved tensors.
-        self._sample({**incoming, **{k: n for m in made for k, n in m.items()}})
+        running = dict(incoming)
+        running.update(item for item in made if item is not None)
+        self._sample(running)
         for key in self._node_keys.pop(node_id, ()):
             users = self._users.get(key, 1) - 1
             self._users[key] = users
             if users <= 0:
                 self._saved.pop(key, None)
                 self._uncount(key)
-        edges = self._edges.get(node_id, [])
-        for i, storages in enumerate(made):
+        edges = self._edges.get(node_id, ())
+        for i, item in enumerate(made):
+            if item is None:
+                continue
+            key, size = item
+            self._flight[key] = size
+            self._count(key, size)
             consumer = edges[i] if i < len(edges) else None
-            for key, size in storages.items():
-                self._flight[key] = size
-                self._count(key, size)
-                if consumer is not None:  # else it becomes a parameter's .grad
-                    self._waiting.setdefault(consumer, []).append(key)
-                    self._senders[key] = self._senders.get(key, 0) + 1
+            if consumer is not None:  # else it becomes a parameter's .grad
+                self._waiting.setdefault(consumer, []).append(key)
+                self._senders[key] = self._senders.get(key, 0) + 1
 
     def end(self) -> None:
         """backward() returned: remove the hooks and forget the graph."""
