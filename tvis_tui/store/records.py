@@ -37,12 +37,13 @@ class _Wire:
     _nested: ClassVar[dict[str, type]] = {}
 
     def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in _field_names(type(self)):
-            value = getattr(self, name)
+        # The fields that hold records are the ones `_nested` names (from_wire decodes by
+        # it, so a record field missing there could not round-trip): only those are checked.
+        out = {name: getattr(self, name) for name in _field_names(type(self))}
+        for name in self._nested:
+            value = out[name]
             if isinstance(value, _Wire):
-                value = value.to_wire()
-            out[name] = value
+                out[name] = value.to_wire()
         return out
 
     @classmethod
