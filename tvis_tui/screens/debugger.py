@@ -38,7 +38,7 @@ class DebuggerScreen(SteppingActions, Screen):
     BINDINGS = [
         *STEPPING_BINDINGS,
         Binding("v", "values", "Values of the selected tensor", show=False),
-        Binding("x", "exception", "The whole exception: the call's that raised, else the one a crashed run ended with",
+        Binding("x", "exception", "The whole exception this call raised, or the one a crashed run ended with",
                 show=False),
         Binding("escape", "close", "Back to the run list", show=False),
     ]
