@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tvis_tui.store import CallRecord, RunWriter, Site, Slot, StepRecord, TensorStats
+from tvis_tui.store.samples import put_prediction
 
 TRAIN = "/home/ada/proj/train.py"
 MODEL = "/home/ada/proj/model.py"
@@ -158,12 +159,28 @@ def _meta(w: RunWriter, script: str, started: str) -> None:
         w.put_source(path, text)
 
 
+PREDICTIONS = {
+    1: {"kind": "classes", "names": True, "classes": 3, "step": 1, "loss": "F.cross_entropy",
+        "samples": [
+            {"top": [["cat", 0, 0.7], ["dog", 1, 0.2], ["cow", 2, 0.1]], "target": "cat",
+             "target_index": 0, "correct": True},
+            {"top": [["cow", 2, 0.5], ["dog", 1, 0.3], ["cat", 0, 0.2]], "target": "dog",
+             "target_index": 1, "correct": False},
+            {"top": [["dog", 1, 0.4], ["cat", 0, 0.35], ["cow", 2, 0.25]], "ignored": True}]},
+    2: {"kind": "tokens", "tokenizer": "CharTok", "step": 2, "loss": "F.cross_entropy",
+        "samples": [{"predicted": "hellp", "predicted_ids": [1, 2, 3, 3, 4], "target": "hello",
+                     "target_ids": [1, 2, 3, 3, 5], "accuracy": 0.8}]},
+}
+
+
 def write_healthy_run(path: Path) -> Path:
     rng = np.random.default_rng(0)
     with RunWriter(path) as w:
         _meta(w, TRAIN, "2026-12-01T10:00:00")
         for step in (1, 2, 3):
             write_step(w, step, rng, nan=step == 3)
+        put_prediction(w, PREDICTIONS[1])
+        put_prediction(w, PREDICTIONS[2])
         w.close(status="ok", steps_recorded=3, ended_at="2026-12-01T10:00:05")
     return path
 

@@ -11,6 +11,7 @@ from screen_text import screen_text
 
 from tvis_tui.screens.exception import ExceptionScreen
 from tvis_tui.screens.help import HelpScreen
+from tvis_tui.screens.step_view import StepScreen
 from tvis_tui.screens.values import ValuesScreen
 from tvis_tui.store import CallRecord, RunWriter
 from tvis_tui.widgets.call_tree import CallTree
@@ -349,3 +350,28 @@ async def test_x_on_a_call_whose_exception_was_caught_shows_its_whole_message(tm
         assert isinstance(pilot.app.screen, ExceptionScreen)
         text = screen_text(pilot.app)
         assert "exception at call 1 picky" in text and "expected [4, 8]" in text
+
+
+async def test_step_view_plots_the_loss_and_decodes_predictions(healthy_run):
+    async with opened(healthy_run, 10) as pilot:  # a call of step 1
+        await press(pilot, "p")
+        assert isinstance(pilot.app.screen, StepScreen)
+        text = screen_text(pilot.app)
+        assert "step 1  loss 1.9" in text and "loss per step" in text
+        rows = _rows_of(text, "cat", "dog")
+        assert "cat 70%" in rows[0] and rows[0].strip("│ ").endswith("✓")
+        assert "cow 50%" in rows[1] and rows[1].strip("│ ").endswith("✗")
+        assert "ignored" in rows[2]
+        await press(pilot, "right_square_bracket")
+        text = screen_text(pilot.app)
+        assert "step 2  loss 1.5" in text and "hellp" in text and "hello" in text and "80%" in text
+        await press(pilot, "right_square_bracket")
+        assert "no predictions recorded for step 3" in screen_text(pilot.app)
+        await press(pilot, "right_square_bracket")
+        assert _notices(pilot)[-1] == "no later step"
+        await press(pilot, "escape")
+        assert not isinstance(pilot.app.screen, StepScreen) and "call 10 of 39" in screen_text(pilot.app)
+
+
+def _rows_of(text: str, *words: str) -> list[str]:
+    return [line for line in text.splitlines() if any(w in line for w in words) and "%" in line]

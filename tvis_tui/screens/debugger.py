@@ -38,6 +38,7 @@ class DebuggerScreen(SteppingActions, Screen):
     BINDINGS = [
         *STEPPING_BINDINGS,
         Binding("v", "values", "Values of the selected tensor", show=False),
+        Binding("p", "step_view", "This step: the loss over all steps, the model's predictions", show=False),
         Binding("x", "exception", "The whole exception this call raised, or the one a crashed run ended with",
                 show=False),
         Binding("escape", "close", "Back to the run list", show=False),
@@ -236,6 +237,14 @@ class DebuggerScreen(SteppingActions, Screen):
             file, _, line = site.rpartition(":")
             site = f"{Path(file).name}:{line}"
         self.app.push_screen(ExceptionScreen(text, site))
+
+    def action_step_view(self) -> None:
+        from tvis_tui.screens.step_view import StepScreen
+
+        if self.loaded_call is None:
+            self.move(None, "call loaded yet")
+            return
+        self.app.push_screen(StepScreen(self.reader, self.loaded_call.step))
 
     def on_values_requested(self, message: ValuesRequested) -> None:
         from tvis_tui.screens.values import ValuesScreen

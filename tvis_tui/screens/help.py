@@ -46,6 +46,7 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
     from tvis_tui.app import TvisApp
     from tvis_tui.screens.debugger import DebuggerScreen
     from tvis_tui.screens.run_picker import RunPickerScreen
+    from tvis_tui.screens.step_view import StepScreen
     from tvis_tui.screens.values import ValuesScreen
     from tvis_tui.widgets.call_tree import CallTree
     from tvis_tui.widgets.source_pane import SourcePane
@@ -62,6 +63,7 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
         ("Source pane", list(SourcePane.BINDINGS)),
         ("Inspector", inspector),
         ("Values view", [*ValuesScreen.BINDINGS, scrolling]),
+        ("Step view", list(StepScreen.BINDINGS)),
         ("Run list", [Binding("up,k,down,j,home,end", "cursor", "Select a run"),
                       *RunPickerScreen.BINDINGS]),
         ("Everywhere", [*TvisApp.BINDINGS, Binding("tab", "focus_next", "Next pane")]),

@@ -1,0 +1,153 @@
+"""One training step at a glance: the loss over every recorded step (a plotext plot, this
+step marked) and what the model predicted for each sample of it, decoded as class names
+or text beside the targets. `[`/`]` walk the steps; Esc goes back to the call."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual_plotext import PlotextPlot
+
+from tvis_tui.store import RunReader, StepRecord
+from tvis_tui.store.samples import predictions
+from tvis_tui.widgets.format import number
+from tvis_tui.widgets.row_table import RowTable
+
+TOP_SHOWN = 3
+"""Classes shown per sample, most probable first (the record keeps up to five)."""
+
+
+class StepScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape,q,p", "close", "Back to the call"),
+        Binding("right_square_bracket", "move(1)", "Next step"),
+        Binding("left_square_bracket", "move(-1)", "Previous step"),
+    ]
+
+    def __init__(self, reader: RunReader, step: int) -> None:
+        super().__init__()
+        self.reader = reader
+        self.step = step
+        self.steps: list[StepRecord] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="step-title")
+        yield PlotextPlot(id="loss-plot")
+        yield RowTable(id="predictions")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#loss-plot").border_title = "loss per step"
+        self.query_one("#predictions").border_title = "predictions"
+        self.query_one(RowTable).focus()
+        self.load()
+
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        steps = self.steps or self.reader.steps()
+        record = predictions(self.reader, self.step)
+        self.app.call_from_thread(self._show, steps, record)
+
+    def _show(self, steps: list[StepRecord], record: dict[str, Any] | None) -> None:
+        self.steps = steps
+        this = next((s for s in steps if s.step == self.step), None)
+        title = Text(f"step {self.step}", style="bold")
+        if this is not None and this.loss is not None:
+            title.append(f"  loss {number(this.loss)}")
+        if this is None or not this.complete:
+            title.append("  unfinished", style="dim italic")
+        if record is not None:
+            title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
+            title.append(_score(record))
+        self.query_one("#step-title", Static).update(title)
+        self._plot(steps)
+        self._table(record)
+
+    def _plot(self, steps: list[StepRecord]) -> None:
+        widget = self.query_one(PlotextPlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        points = [(s.step, s.loss) for s in steps if s.loss is not None and math.isfinite(s.loss)]
+        if points:
+            plt.plot([x for x, _ in points], [y for _, y in points], marker="braille")
+            here = [(x, y) for x, y in points if x == self.step]
+            if here:
+                plt.scatter([here[0][0]], [here[0][1]], marker="●", color="red")
+        bad = [s.step for s in steps if s.loss is not None and not math.isfinite(s.loss)]
+        plt.title("no finite loss recorded" if not points else
+                  f"NaN/Inf loss at step {', '.join(map(str, bad[:5]))}" if bad else "")
+        plt.xlabel("step")
+        xs = [x for x, _ in points]
+        if xs:  # steps are whole numbers: ticks at some of them, not at 1.50
+            every = max(1, math.ceil(len(xs) / 10))
+            plt.xticks(xs[::every])
+        widget.refresh()
+
+    def _table(self, record: dict[str, Any] | None) -> None:
+        table = self.query_one(RowTable)
+        table.clear(columns=True)
+        if record is None:
+            table.add_column("")
+            table.add_row(Text(f"no predictions recorded for step {self.step}", style="dim italic"))
+            return
+        if record.get("kind") == "tokens":
+            table.add_columns("#", "predicted", "target", "accuracy")
+            for i, row in enumerate(record.get("samples", [])):
+                table.add_row(str(i), _text(row.get("predicted"), row.get("predicted_ids")),
+                              _text(row.get("target"), row.get("target_ids")),
+                              Text(f"{row['accuracy']:.0%}" if "accuracy" in row else "", justify="right"))
+            return
+        table.add_columns("#", "target", "predicted", "")
+        for i, row in enumerate(record.get("samples", [])):
+            table.add_row(str(i), *_class_cells(row))
+
+    def action_move(self, delta: int) -> None:
+        numbers = [s.step for s in self.steps]
+        if self.step + delta not in numbers:
+            self.app.bell()
+            self.notify(f"no {'later' if delta > 0 else 'earlier'} step", timeout=2)
+            return
+        self.step += delta
+        self.load()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+
+def _score(record: dict[str, Any]) -> str:
+    """How many samples the top prediction got right (classes), or the mean token accuracy."""
+    rows = record.get("samples", [])
+    if record.get("kind") == "tokens":
+        scores = [r["accuracy"] for r in rows if "accuracy" in r]
+        return f"  token accuracy {sum(scores) / len(scores):.0%}" if scores else ""
+    judged = [r["correct"] for r in rows if "correct" in r]
+    return f"  {sum(judged)} of {len(judged)} right" if judged else ""
+
+
+def _class_cells(row: dict[str, Any]) -> list[Text]:
+    """Target, the top classes with their probabilities, and whether the first is right."""
+    top = Text(no_wrap=True)
+    for j, (label, _, prob) in enumerate(row.get("top", [])[:TOP_SHOWN]):
+        top.append(("  " if j else "") + f"{label} {prob:.0%}", style="bold" if j == 0 else "dim")
+    if row.get("ignored"):
+        return [Text("ignored", style="dim italic"), top, Text("")]
+    target = Text(str(row.get("target", "")))
+    if "correct" not in row:
+        return [target, top, Text("")]
+    mark = Text("✓", style="green") if row["correct"] else Text("✗", style="bold red")
+    return [target, top, mark]
+
+
+def _text(decoded: str | None, ids: list[int] | None) -> Text:
+    """Decoded text as it reads (newlines shown as ⏎), else the ids."""
+    if decoded is not None:
+        return Text(decoded.replace("\n", "⏎"), no_wrap=True)
+    return Text(" ".join(map(str, ids or [])), style="dim", no_wrap=True)
