@@ -213,3 +213,16 @@ def test_the_worst_samples_leave_out_ignored_ones_and_put_a_nan_loss_first():
     assert [v for _, v in worst[1:]] == [2.0, 1.5, 0.5]
     unweighted = per_sample_loss.step_summary(7, per_sample_loss.PerSample(values[[0, 2]], None, "sum"))
     assert unweighted["worst"] == [[1, 2.0], [0, 1.5]] and unweighted["count"] == 2
+
+
+def test_the_step_view_reads_every_samples_loss_back(run_inprocess):
+    from tvis_tui.screens.step_view import sample_losses
+
+    code, run = run_inprocess(SCRIPT, "functional", steps=1)
+    assert code == 0
+    step = run.steps()[0]
+    summary = step.extra["per_sample_loss"]
+    losses, worst = sample_losses(run, step)
+    assert sorted(losses) == list(range(summary["count"]))
+    assert worst == {pos for pos, _ in summary["worst"]}
+    assert all(losses[pos] == pytest.approx(value) for pos, value in summary["worst"])

@@ -148,7 +148,10 @@ def write_step(w: RunWriter, step: int, rng: np.random.Generator, *, nan: bool =
     loss = float("nan") if nan else 2.3 - 0.4 * step
     w.put_step(StepRecord(step=step, first_seq=base + 1, last_seq=base + CALLS_PER_STEP, loss=loss,
                           phase_ns={"data": 1000, "forward": 9000, "loss": 800, "backward": 12000,
-                                    "optimizer": 700}, peak_bytes=3 << 20))
+                                    "optimizer": 700}, peak_bytes=3 << 20,
+                          # The loss call's per-sample values were not stored: only the worst.
+                          extra={"per_sample_loss": {"seq": base + 1, "count": 3, "reduction": "mean",
+                                                     "worst": [[1, 2.5], [0, 0.25]]}}))
     return None
 
 

@@ -359,8 +359,8 @@ async def test_step_view_plots_the_loss_and_decodes_predictions(healthy_run):
         text = screen_text(pilot.app)
         assert "step 1  loss 1.9" in text and "loss per step" in text
         rows = _rows_of(text, "cat", "dog")
-        assert "cat 70%" in rows[0] and rows[0].strip("│ ").endswith("✓")
-        assert "cow 50%" in rows[1] and rows[1].strip("│ ").endswith("✗")
+        assert "cat 70%" in rows[0] and rows[0].strip("│ ").endswith("✓  0.25")
+        assert "cow 50%" in rows[1] and rows[1].strip("│ ").endswith("✗   2.5")  # per-sample loss
         assert "ignored" in rows[2]
         await press(pilot, "right_square_bracket")
         text = screen_text(pilot.app)

@@ -53,9 +53,12 @@ class StepScreen(Screen[None]):
     def load(self) -> None:
         steps = self.steps or self.reader.steps()
         record = predictions(self.reader, self.step)
-        self.app.call_from_thread(self._show, steps, record)
+        this = next((s for s in steps if s.step == self.step), None)
+        losses = sample_losses(self.reader, this) if this is not None else ({}, set())
+        self.app.call_from_thread(self._show, steps, record, losses)
 
-    def _show(self, steps: list[StepRecord], record: dict[str, Any] | None) -> None:
+    def _show(self, steps: list[StepRecord], record: dict[str, Any] | None,
+              losses: tuple[dict[int, float], set[int]]) -> None:
         self.steps = steps
         this = next((s for s in steps if s.step == self.step), None)
         title = Text(f"step {self.step}", style="bold")
@@ -68,7 +71,7 @@ class StepScreen(Screen[None]):
             title.append(_score(record))
         self.query_one("#step-title", Static).update(title)
         self._plot(steps)
-        self._table(record)
+        self._table(record, *losses)
 
     def _plot(self, steps: list[StepRecord]) -> None:
         widget = self.query_one(PlotextPlot)
@@ -91,7 +94,7 @@ class StepScreen(Screen[None]):
             plt.xticks(xs[::every])
         widget.refresh()
 
-    def _table(self, record: dict[str, Any] | None) -> None:
+    def _table(self, record: dict[str, Any] | None, losses: dict[int, float], worst: set[int]) -> None:
         table = self.query_one(RowTable)
         table.clear(columns=True)
         if record is None:
@@ -105,9 +108,11 @@ class StepScreen(Screen[None]):
                               _text(row.get("target"), row.get("target_ids")),
                               Text(f"{row['accuracy']:.0%}" if "accuracy" in row else "", justify="right"))
             return
-        table.add_columns("#", "target", "predicted", "")
+        table.add_columns("#", "target", "predicted", "", "loss")
         for i, row in enumerate(record.get("samples", [])):
-            table.add_row(str(i), *_class_cells(row))
+            loss = Text(number(losses[i]) if i in losses else "", justify="right",
+                        style="bold red" if i in worst else "")
+            table.add_row(str(i), *_class_cells(row), loss)
 
     def action_move(self, delta: int) -> None:
         numbers = [s.step for s in self.steps]
@@ -120,6 +125,19 @@ class StepScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss()
+
+
+def sample_losses(reader: RunReader, step: StepRecord) -> tuple[dict[int, float], set[int]]:
+    """Each sample's loss by its position in the batch (when the per-sample values were
+    stored, else the highest few the step record keeps), and the positions of those."""
+    summary = step.extra.get("per_sample_loss")
+    if not isinstance(summary, dict):
+        return {}, set()
+    worst = {int(pos): float(value) for pos, value in summary.get("worst", [])}
+    slot = next((s for s in reader.slots(summary["seq"], "per_sample") if s.path == "per_sample"), None)
+    values = reader.values(summary["seq"], slot) if slot is not None and slot.has_values else None
+    losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
+    return losses, set(worst)
 
 
 def _score(record: dict[str, Any]) -> str:
