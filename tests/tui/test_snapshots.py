@@ -22,6 +22,7 @@ LAYOUTS = {
     "crashed": ("crashed_run", None, []),
     "help": ("healthy_run", 1, ["question_mark"]),
     "values": ("healthy_run", 10, ["v"]),
+    "step_view": ("healthy_run", 10, ["p"]),
     "picker": ("runs_dir", None, []),
 }
 
