@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tvis_tui.store import CallRecord, RunWriter, Site, Slot, StepRecord, TensorStats
-from tvis_tui.store.samples import put_prediction
+from tvis_tui.store.samples import put_batch, put_prediction
 
 TRAIN = "/home/ada/proj/train.py"
 MODEL = "/home/ada/proj/model.py"
@@ -182,6 +182,7 @@ def write_healthy_run(path: Path) -> Path:
         _meta(w, TRAIN, "2026-12-01T10:00:00")
         for step in (1, 2, 3):
             write_step(w, step, rng, nan=step == 3)
+        put_batch(w, {"seq": 1, "step": 1, "indices": [12, 7, 3], "collate": "default_collate", "size": 3})
         put_prediction(w, PREDICTIONS[1])
         put_prediction(w, PREDICTIONS[2])
         w.close(status="ok", steps_recorded=3, ended_at="2026-12-01T10:00:05")

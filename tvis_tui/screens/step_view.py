@@ -16,7 +16,7 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
-from tvis_tui.store.samples import predictions
+from tvis_tui.store.samples import batches, predictions
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
 
@@ -55,10 +55,10 @@ class StepScreen(Screen[None]):
         record = predictions(self.reader, self.step)
         this = next((s for s in steps if s.step == self.step), None)
         losses = sample_losses(self.reader, this) if this is not None else ({}, set())
-        self.app.call_from_thread(self._show, steps, record, losses)
+        self.app.call_from_thread(self._show, steps, record, losses, dataset_indices(self.reader, self.step))
 
     def _show(self, steps: list[StepRecord], record: dict[str, Any] | None,
-              losses: tuple[dict[int, float], set[int]]) -> None:
+              losses: tuple[dict[int, float], set[int]], indices: list[Any] | None) -> None:
         self.steps = steps
         this = next((s for s in steps if s.step == self.step), None)
         title = Text(f"step {self.step}", style="bold")
@@ -71,7 +71,7 @@ class StepScreen(Screen[None]):
             title.append(_score(record))
         self.query_one("#step-title", Static).update(title)
         self._plot(steps)
-        self._table(record, *losses)
+        self._table(record, *losses, indices)
 
     def _plot(self, steps: list[StepRecord]) -> None:
         widget = self.query_one(PlotextPlot)
@@ -94,7 +94,8 @@ class StepScreen(Screen[None]):
             plt.xticks(xs[::every])
         widget.refresh()
 
-    def _table(self, record: dict[str, Any] | None, losses: dict[int, float], worst: set[int]) -> None:
+    def _table(self, record: dict[str, Any] | None, losses: dict[int, float], worst: set[int],
+               indices: list[Any] | None) -> None:
         table = self.query_one(RowTable)
         table.clear(columns=True)
         if record is None:
@@ -108,11 +109,12 @@ class StepScreen(Screen[None]):
                               _text(row.get("target"), row.get("target_ids")),
                               Text(f"{row['accuracy']:.0%}" if "accuracy" in row else "", justify="right"))
             return
-        table.add_columns("#", "target", "predicted", "", "loss")
+        table.add_columns("#", "sample", "target", "predicted", "", "loss")
         for i, row in enumerate(record.get("samples", [])):
             loss = Text(number(losses[i]) if i in losses else "", justify="right",
                         style="bold red" if i in worst else "")
-            table.add_row(str(i), *_class_cells(row), loss)
+            index = str(indices[i]) if indices is not None and i < len(indices) else ""
+            table.add_row(str(i), Text(index, style="dim", justify="right"), *_class_cells(row), loss)
 
     def action_move(self, delta: int) -> None:
         numbers = [s.step for s in self.steps]
@@ -138,6 +140,13 @@ def sample_losses(reader: RunReader, step: StepRecord) -> tuple[dict[int, float]
     values = reader.values(summary["seq"], slot) if slot is not None and slot.has_values else None
     losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
     return losses, set(worst)
+
+
+def dataset_indices(reader: RunReader, step: int) -> list[Any] | None:
+    """The dataset index of each position of the step's batch, when one DataLoader batch
+    made the step (with several, positions no longer say which batch a row came from)."""
+    drawn = [b for b in batches(reader, step) if isinstance(b.get("indices"), list)]
+    return drawn[0]["indices"] if len(drawn) == 1 else None
 
 
 def _score(record: dict[str, Any]) -> str:
