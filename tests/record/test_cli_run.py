@@ -213,3 +213,12 @@ def test_sigkill_leaves_a_consistent_run(tmp_path):
         assert all(c.parent < c.seq for c in calls)
         for step in run.steps():
             assert step.last_seq <= count and step.complete
+
+
+@pytest.mark.parametrize("code, status, exit_status", [("True", "crashed", 1), ("256", "ok", 0), ("-1", "crashed", 255)])
+def test_sys_exit_codes_become_the_exit_status_python_would_give(tmp_path, code, status, exit_status):
+    script = write_script(tmp_path, f"import sys\nsys.exit({code})\n")
+    proc = tvis_cli("run", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
+    assert proc.returncode == exit_status, proc.stderr
+    with RunReader(tmp_path / "runs" / "r") as run:
+        assert (run.meta()["status"], run.meta()["exit_status"]) == (status, exit_status)

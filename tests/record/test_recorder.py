@@ -421,3 +421,22 @@ for step in range(2):
     raised = [c for c in run.calls(1, run.call_count()) if c.error]
     assert raised and raised[0].error == "ValueError: shapes disagree"
     assert raised[0].extra["error_text"] == "ValueError: shapes disagree\n  expected [4, 8]\n  got [4, 7]"
+
+
+def test_a_message_starting_with_a_newline_keeps_its_text(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class Picky(nn.Module):
+    def forward(self, x):
+        raise ValueError("\\nshape mismatch")
+
+try:
+    Picky()(torch.ones(1))
+except ValueError:
+    pass
+""")
+    assert code == 0
+    raised = next(c for c in run.calls(1, run.call_count()) if c.error)
+    assert raised.error == "ValueError: shape mismatch" and "error_text" not in raised.extra

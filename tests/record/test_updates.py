@@ -262,3 +262,22 @@ for step in range(2):
         "Sequential.0.weight", "Sequential.0.bias", "Sequential#2.0.weight", "Sequential#2.0.bias"]
     roots = [c.name for c in run.calls(1, run.call_count()) if c.depth == 0 and c.kind == "module"]
     assert roots == ["Sequential", "Sequential#2", "MSELoss"] * 2  # a loss made each step keeps its name
+
+
+def test_a_model_made_anew_after_the_old_one_is_gone_keeps_its_name(run_inprocess):
+    code, run = run_inprocess("""
+import gc
+import torch
+from torch import nn
+for trial in range(3):
+    model = nn.Sequential(nn.Linear(2, 1))
+    model(torch.ones(1, 2))
+    del model
+    gc.collect()
+keep = nn.Sequential(nn.Linear(2, 1))
+other = nn.Sequential(nn.Linear(2, 1))
+keep(torch.ones(1, 2)); other(torch.ones(1, 2))
+""")
+    assert code == 0
+    roots = [c.name for c in run.calls(1, run.call_count()) if c.depth == 0]
+    assert roots == ["Sequential"] * 4 + ["Sequential#2"]

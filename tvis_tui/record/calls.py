@@ -187,16 +187,23 @@ ERROR_TEXT_CHARS = 4000
 
 
 def _with_error_text(exc: BaseException, extra: dict[str, Any] | None) -> dict[str, Any] | None:
-    """`extra` plus the whole message when it has more lines than `error` keeps."""
+    """`extra` plus the whole message when it says more than `error` keeps (its first line)."""
     try:
         text = str(exc)
     except Exception:  # an exception whose __str__ raises: `error` says what it can
         return extra
-    if "\n" not in text.strip():
+    if text.strip() == _first_line(text):
         return extra
     return {**(extra or {}), "error_text": f"{type(exc).__name__}: {text}"[:ERROR_TEXT_CHARS]}
 
 
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
 def _describe(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
+    try:
+        text = _first_line(str(exc))
+    except Exception:  # an exception whose __str__ raises
+        text = ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

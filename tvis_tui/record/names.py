@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import weakref
-from collections import Counter
 from typing import Iterable, Iterator
 
 import torch
@@ -18,8 +17,8 @@ class ModuleNames:
 
     A root is named by its class; a second root of the same class that holds parameters
     (an encoder and a decoder, both `Sequential`) is `Sequential#2`, so that their
-    parameters read apart. Roots without parameters keep the class name: a loss module
-    made anew each step is the same loss every step.
+    parameters read apart; a number is given again once its model is gone. Roots without
+    parameters keep the class name: a loss module made anew each step is the same loss.
     """
 
     def __init__(self) -> None:
@@ -29,7 +28,8 @@ class ModuleNames:
         self._param_key: tuple[int, ...] = ()
         self._params: dict[int, str] = {}
         self._root_names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
-        self._with_params: Counter[str] = Counter()  # roots with parameters seen, by class
+        # Roots with parameters, by class, in the order of their numbers (#1 is unnumbered).
+        self._numbered: dict[str, list[weakref.ref]] = {}
 
     def root_name(self, root: torch.nn.Module) -> str:
         self._roots[id(root)] = root
@@ -37,11 +37,21 @@ class ModuleNames:
         if name is None:
             name = type(root).__name__
             if next(root.parameters(), None) is not None:
-                self._with_params[name] += 1
-                if self._with_params[name] > 1:
-                    name = f"{name}#{self._with_params[name]}"
+                number = self._number(name, root)
+                name = name if number == 1 else f"{name}#{number}"
             self._root_names[root] = name
         return name
+
+    def _number(self, cls: str, root: torch.nn.Module) -> int:
+        """The lowest number no live root of this class holds: a model made anew for each
+        evaluation or trial, the old one gone, keeps its name."""
+        refs = self._numbered.setdefault(cls, [])
+        for i, ref in enumerate(refs):
+            if ref() is None:
+                refs[i] = weakref.ref(root)
+                return i + 1
+        refs.append(weakref.ref(root))
+        return len(refs)
 
     def name(self, root: torch.nn.Module, module: torch.nn.Module) -> str:
         table = self._table(root)

@@ -187,7 +187,8 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     else:
         lines = _text(exc).splitlines()
     where = f"{_display(site.file)}:{site.line}: " if site else ""
-    exception = _from_worker(lines) or (f"{type(exc).__name__}: {lines[0]}" if lines
+    first = next((line.strip() for line in lines if line.strip()), "")  # "\nshape mismatch"
+    exception = _from_worker(lines) or (f"{type(exc).__name__}: {first}" if first
                                         else type(exc).__name__)
     failing = recorder.log.failing_call(exc)
     recorder.abandon(exc)
@@ -200,12 +201,13 @@ def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
     """sys.exit(): 0 or None is a clean end; any other code ended the script early, as
     an exception would have, and the run says where (`x` in the viewer shows it)."""
     code = exc.code
-    if code is None or code == 0:
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)  # python prints a non-integer code and exits with 1
+    # As the process's exit status: True is 1, and the OS keeps the low byte (256 is 0).
+    status = 0 if code is None else int(code) & 0xFF if isinstance(code, int) else 1
+    if status == 0:
         outcome.set("ok", 0)
         return
-    if not isinstance(code, int):
-        print(code, file=sys.stderr)  # python prints a non-integer code and exits with 1
-    status = code if isinstance(code, int) else 1
     tb = _user_traceback(exc.__traceback__)
     site = recorder.sites.user_location(tb) if tb is not None else None
     text = "".join(traceback.format_exception(type(exc), exc, tb))
