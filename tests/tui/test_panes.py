@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 
-from conftest import MODEL, line_of
+import numpy as np
+
+from conftest import MODEL, line_of, tensor_slot
 from pilot import opened, press, settle
 from screen_text import screen_text
 
@@ -17,6 +19,7 @@ from tvis_tui.store import CallRecord, RunWriter
 from tvis_tui.widgets.call_tree import CallTree
 from tvis_tui.widgets.inspector import COLUMNS, Inspector, slot_cells
 from tvis_tui.widgets.source_pane import SourcePane
+from tvis_tui.widgets.values_grid import ValuesGrid
 
 
 async def test_every_pane_shows_the_current_call(healthy_run):
@@ -278,6 +281,7 @@ async def test_inspector_draws_whole_columns_and_marks_the_rest(healthy_run):
         inspector = pilot.app.screen.query_one(Inspector)
         inspector.focus()
         full = {str(cell) for slot in inspector.slots for cell in slot_cells(slot)}
+        assert "›" in _inspector_lines(pilot)[0]  # more columns to the right than fit
         seen_columns = set()
         for _ in range(len(COLUMNS)):
             header, first_row = _inspector_lines(pilot)[:2]
@@ -287,7 +291,6 @@ async def test_inspector_draws_whole_columns_and_marks_the_rest(healthy_run):
                 if token[-1].isdigit():
                     assert any(token in cell.split() for cell in full), token
             await press(pilot, "right")
-        assert "›" in _inspector_lines(pilot)[0] or "device" in seen_columns
         assert "‹" in _inspector_lines(pilot)[0]  # scrolled: the name column is out of view
         assert {"min", "max", "mean", "std", "device"} <= seen_columns
         await press(pilot, *["left"] * len(COLUMNS))
@@ -315,12 +318,30 @@ def _notices(pilot) -> list[str]:
     return [n.message for n in pilot.app._notifications]
 
 
-async def test_keys_that_cannot_move_say_why(healthy_run):
+async def test_x_on_a_caller_of_the_failing_call_shows_the_runs_traceback(tmp_path):
+    error = "RuntimeError: boom"
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="/p/train.py", started_at="2026-12-02T09:30:00", status="running", host="h", pid=0)
+        for seq in (1, 2):  # a model and the layer inside it that raised: both closed with it
+            w.put_call(CallRecord(seq=seq, parent=seq - 1, depth=seq - 1, step=1, phase="forward",
+                                  kind="module", name=f"m{seq}", type="Linear", call_site=None, def_site=None,
+                                  start_ns=seq, duration_ns=None, error=error))
+        w.close(status="crashed", failing_seq=2, exception=error,
+                traceback="Traceback (most recent call last):\n  ...\nRuntimeError: boom\n")
+    async with opened(tmp_path / "run", 1, size=(120, 30)) as pilot:
+        await press(pilot, "x")
+        assert "Traceback (most recent call last)" in screen_text(pilot.app)
+
+
+async def test_keys_that_cannot_move_are_greyed_and_say_why(healthy_run):
     async with opened(healthy_run, 39) as pilot:  # the last call
+        screen = pilot.app.screen
+        assert screen.check_action("into", ()) is None and screen.check_action("failure", ()) is None
         await press(pilot, "s", "e")
         assert _notices(pilot) == ["no later call", "no call that raised"]
         assert "call 39 of 39" in screen_text(pilot.app)
     async with opened(healthy_run, 1) as pilot:
+        assert pilot.app.screen.check_action("back_into", ()) is None
         await press(pilot, "S")
         assert _notices(pilot) == ["no earlier call"] and "call 1 of 39" in screen_text(pilot.app)
 
@@ -330,9 +351,25 @@ async def test_values_title_stays_one_line_on_a_narrow_screen(healthy_run):
         await press(pilot, "v")
         title, header = screen_text(pilot.app).splitlines()[:2]
         assert title.split()[:3] == ["call", "#10", "input"] and header.split()[0] == "0"
+        await press(pilot, *["right"] * 5)
+        scrolled = pilot.app.screen.query_one(ValuesGrid).scroll_x
         await pilot.resize_terminal(120, 20)
         await settle(pilot)
         assert "→ [4, 512]" in screen_text(pilot.app).splitlines()[0]
+        assert pilot.app.screen.query_one(ValuesGrid).scroll_x == scrolled > 0  # a resize keeps the place
+
+
+async def test_values_title_keeps_the_index_when_a_long_path_gives_way(tmp_path):
+    path = "model.encoder.layers.11.attention.output.dense.weight"
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="/p/train.py", started_at="2026-12-02T09:30:00", status="ok", host="h", pid=0)
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer",
+                              name="Adam", type="Adam", call_site=None, def_site=None, start_ns=1, duration_ns=10))
+        w.put_slots(1, [tensor_slot("param_grad", 0, path, np.ones((3, 4, 5), np.float32))])
+    async with opened(tmp_path / "run", 1, size=(60, 20)) as pilot:
+        await press(pilot, "v")
+        title = screen_text(pilot.app).splitlines()[0]
+        assert "[0, :, :] → [4, 5]" in title and "…" in title and "dense.weight" in title
 
 
 async def test_x_on_a_call_whose_exception_was_caught_shows_its_whole_message(tmp_path):
@@ -376,3 +413,13 @@ async def test_step_view_plots_the_loss_and_decodes_predictions(healthy_run):
 
 def _rows_of(text: str, *words: str) -> list[str]:
     return [line for line in text.splitlines() if any(w in line for w in words) and "%" in line]
+
+
+async def test_step_view_walks_to_an_unfinished_step_and_back(crashed_run):
+    async with opened(crashed_run) as pilot:  # opens at the failing call, in step 2
+        await press(pilot, "p")
+        assert "step 2  unfinished" in screen_text(pilot.app)
+        await press(pilot, "left_square_bracket")
+        assert "step 1  loss" in screen_text(pilot.app)
+        await press(pilot, "right_square_bracket")
+        assert "step 2  unfinished" in screen_text(pilot.app)

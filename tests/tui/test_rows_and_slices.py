@@ -102,3 +102,20 @@ def test_run_list_tells_two_train_py_scripts_apart():
     long = script_label("/home/me/projects/a_rather_long_project_name/vision/train.py")
     assert long == "…/vision/train.py" and len(long) <= SCRIPT_WIDTH
     assert script_label("/x/" + "y" * 40 + ".py") == "…/" + "y" * 40 + ".py"  # the name is never cut
+
+
+def test_blanking_a_cut_column_counts_wide_characters_by_cell():
+    from rich.segment import Segment
+    from textual.strip import Strip
+
+    from tvis_tui.widgets.row_table import _blank
+
+    strip = Strip([Segment("ab"), Segment("日本語"), Segment("cd")])  # 2 + 6 + 2 cells
+    cut = _blank(strip, 2, 10, "›", at_end=True)
+    assert cut.cell_length == 10 and cut.text == "ab       ›"
+
+
+@pytest.mark.parametrize("text", ["--1", "²", "1_000", "0x10"])
+def test_odd_numbers_are_refused_with_our_reason(text):
+    with pytest.raises(ValueError, match="bad index"):
+        parse_index(text, (4,))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from textual import work
+from textual import events, work
+from textual.actions import parse
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -60,6 +61,7 @@ class DebuggerScreen(SteppingActions, Screen):
         self.loaded_seq = 0
         """The call the panes show now (lags `seq` while a load is in flight)."""
         self.loaded_call: CallRecord | None = None
+        self._edges: tuple[bool, ...] = ()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -110,6 +112,12 @@ class DebuggerScreen(SteppingActions, Screen):
     def watch_seq(self, seq: int) -> None:
         reveal, self._reveal = self._reveal, True
         self.load(seq, reveal)
+        # Re-check which keys can act (the footer greys the others) only when that can
+        # have changed: refreshing bindings on every step would rebuild the footer.
+        edges = (seq <= 1, seq >= self.stepper.total, bool(self.history), bool(self.future))
+        if edges != self._edges:
+            self._edges = edges
+            self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="load")
     def load(self, seq: int, reveal: bool) -> None:
@@ -129,6 +137,32 @@ class DebuggerScreen(SteppingActions, Screen):
                                         message.line_shapes)
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
         self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, self.status)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out moves that cannot go anywhere from here (`on_key` still answers them)."""
+        if action == "back_into" and self.seq <= 1:
+            return None
+        if action == "into" and self.seq >= self.stepper.total:
+            return None
+        if action in ("failure", "exception") and self.status != "crashed" and not (
+                action == "exception" and self.loaded_call is not None and self.loaded_call.error):
+            return None
+        if action == "history":
+            return bool(self.history if parameters[0] == -1 else self.future) or None
+        return True
+
+    def on_key(self, event: events.Key) -> None:
+        """A greyed-out key still answers: its action says why it cannot move (a key that
+        does nothing reads as a key the app did not get)."""
+        for binding in self.BINDINGS:
+            if event.key not in [key.strip() for key in binding.key.split(",")]:
+                continue
+            _, name, parameters = parse(binding.action)
+            if self.check_action(name, parameters) is None:
+                event.stop()
+                # Called directly: run_action would ask check_action again and do nothing.
+                getattr(self, f"action_{name}")(*parameters)
+            return
 
     # -- the tree --------------------------------------------------------------------------
 
@@ -224,7 +258,9 @@ class DebuggerScreen(SteppingActions, Screen):
 
         meta = self.reader.meta()
         call = self.loaded_call
-        if call is not None and call.error and call.seq != meta.get("failing_seq"):
+        # The failing call's ancestors carry the same error: theirs is the run's exception.
+        if call is not None and call.error and call.seq != meta.get("failing_seq") \
+                and call.error != meta.get("exception"):
             text = call.extra.get("error_text") or call.error
             self.app.push_screen(ExceptionScreen(text, f"call {call.seq:,} {call.name}"))
             return

@@ -1,4 +1,5 @@
-"""The exception a crashed run ended with: its whole message and traceback, scrollable.
+"""An exception in full, scrollable: the one a crashed run ended with (message and
+traceback), or one a call raised and the script caught (its whole message).
 
 The status line and the call tree show the message's first line; a message of several
 lines (a shape report, a worker's traceback) is read here.
@@ -17,19 +18,16 @@ from textual.widgets import Static
 class ExceptionScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,x", "dismiss", "Close")]
 
-    def __init__(self, traceback: str, where: str | None) -> None:
+    def __init__(self, text: str, where: str | None) -> None:
         super().__init__()
-        self.traceback = traceback
+        self.text = text
         self.where = where
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="exception"):
-            yield Static(Text(self.traceback.rstrip("\n"), no_wrap=False))
+            yield Static(Text(self.text.rstrip("\n"), no_wrap=False))
 
     def on_mount(self) -> None:
         pane = self.query_one("#exception")
         pane.border_title = f"exception at {self.where} (Esc closes)" if self.where else "exception (Esc closes)"
         pane.focus()
-
-    async def action_dismiss(self, result: None = None) -> None:
-        self.dismiss(None)

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
@@ -35,7 +36,8 @@ class StepScreen(Screen[None]):
         super().__init__()
         self.reader = reader
         self.step = step
-        self.steps: list[StepRecord] = []
+        self.steps: list[StepRecord] = []  # their records (finished steps)
+        self.numbers: list[int] = []  # every step of the run, as the call tree lists them
 
     def compose(self) -> ComposeResult:
         yield Static(id="step-title")
@@ -47,21 +49,29 @@ class StepScreen(Screen[None]):
         self.query_one("#loss-plot").border_title = "loss per step"
         self.query_one("#predictions").border_title = "predictions"
         self.query_one(RowTable).focus()
-        self.load()
+        self.load(self.step)
 
     @work(thread=True, exclusive=True)
-    def load(self) -> None:
+    def load(self, step: int) -> None:
+        """Everything the screen shows for `step`, read off the UI thread; a load that a
+        later key press replaced posts nothing."""
+        if not self.numbers:
+            self.numbers = self.reader.phase_steps()  # the steps the tree lists, unfinished too
         steps = self.steps or self.reader.steps()
-        record = predictions(self.reader, self.step)
-        this = next((s for s in steps if s.step == self.step), None)
+        record = predictions(self.reader, step)
+        this = next((s for s in steps if s.step == step), None)
         losses = sample_losses(self.reader, this) if this is not None else ({}, set())
-        self.app.call_from_thread(self._show, steps, record, losses, dataset_indices(self.reader, self.step))
+        indices = dataset_indices(self.reader, step)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show, step, steps, record, losses, indices)
 
-    def _show(self, steps: list[StepRecord], record: dict[str, Any] | None,
+    def _show(self, step: int, steps: list[StepRecord], record: dict[str, Any] | None,
               losses: tuple[dict[int, float], set[int]], indices: list[Any] | None) -> None:
+        if step != self.step:
+            return  # the person has moved on
         self.steps = steps
-        this = next((s for s in steps if s.step == self.step), None)
-        title = Text(f"step {self.step}", style="bold")
+        this = next((s for s in steps if s.step == step), None)
+        title = Text(f"step {step}", style="bold")
         if this is not None and this.loss is not None:
             title.append(f"  loss {number(this.loss)}")
         if this is None or not this.complete:
@@ -117,13 +127,12 @@ class StepScreen(Screen[None]):
             table.add_row(str(i), Text(index, style="dim", justify="right"), *_class_cells(row), loss)
 
     def action_move(self, delta: int) -> None:
-        numbers = [s.step for s in self.steps]
-        if self.step + delta not in numbers:
+        if self.step + delta not in self.numbers:
             self.app.bell()
             self.notify(f"no {'later' if delta > 0 else 'earlier'} step", timeout=2)
             return
         self.step += delta
-        self.load()
+        self.load(self.step)
 
     def action_close(self) -> None:
         self.dismiss()

@@ -16,7 +16,7 @@ from tvis_tui.widgets.format import shape
 from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index, parse_index, view_labels
 
 
-MIN_PATH = 16
+MIN_PATH = 12
 """Characters of the slot's path the title keeps however narrow the screen."""
 
 
@@ -63,25 +63,27 @@ class ValuesScreen(Screen):
         self.query_one(ValuesGrid).show(view, *view_labels(self.index, self.array.shape))
 
     def on_resize(self) -> None:
-        if self.array is not None:
-            self._draw()
+        if self.array is not None:  # the title only: redrawing the grid would scroll it home
+            self.query_one("#values-title", Static).update(self._title(self.array[self.index].shape))
 
     def _title(self, view_shape: tuple[int, ...]) -> Text:
-        """One line: what the values are, the index and the view's shape. The index is what
-        changes as a person slices, so when the line is too long the slot's path gives way
-        (from the left: a parameter's last names say most)."""
+        """One line: what the values are, the index and the view's shape, then the tensor's
+        dtype and shape (also in the inspector). The index is what changes as a person
+        slices, so when the line is too long the dtype and shape go first, then the slot's
+        path gives way from the left (a parameter's last names say most)."""
         assert self.array is not None
         head = f"call #{self.seq}  {self.slot.role} "
-        rest = Text(f"  {self.slot.dtype} {shape(self.slot.shape)}  ")
-        rest.append(format_index(self.index, self.array.ndim), style="bold cyan")
-        rest.append(f"  → {shape(view_shape)}", style="dim")
+        index = Text("  ")
+        index.append(format_index(self.index, self.array.ndim), style="bold cyan")
+        index.append(f" → {shape(view_shape)}", style="dim")
         path = self.slot.path
-        room = self.query_one("#values-title", Static).content_size.width - len(head) - rest.cell_len
-        room = max(room, MIN_PATH)
+        width = self.query_one("#values-title", Static).content_size.width
+        # One cell more: the "…" that says the dtype and shape were cut.
+        room = max(width - len(head) - index.cell_len - 1, MIN_PATH)
         if room < len(path):
             path = "…" + path[len(path) - room + 1:]
         title = Text(head + path, style="bold", no_wrap=True, overflow="ellipsis")
-        return title.append_text(rest)
+        return title.append_text(index).append(f"  {self.slot.dtype} {shape(self.slot.shape)}")
 
     def action_index(self) -> None:
         if self.array is None:

@@ -3,6 +3,7 @@ pane's edge would cut is left out, with a marker, rather than drawn in part."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -87,10 +88,10 @@ class RowTable(DataTable):
 
 def _blank(strip: Strip, start: int, end: int, marker: str, *, at_end: bool) -> Strip:
     """`strip` with cells [start, end) turned to spaces in their own styles, and `marker`
-    in the cell next to the text that stays."""
+    in the last of them (`at_end`, the pane's right edge) or the first (its left edge)."""
     if end <= start:
         return strip
-    blank = [Segment(" " * len(text), style) for text, style, _ in strip.crop(start, end)]
+    blank = [Segment(" " * cell_len(text), style) for text, style, _ in strip.crop(start, end)]
     gap = Strip(blank, end - start)
     style = blank[0].style if blank else None
     mark = Strip([Segment(marker, (style or Style()) + Style(dim=True))], 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from rich.segment import Segment
 from rich.text import Text
@@ -50,7 +52,7 @@ def _index_part(part: str, dim: int, size: int) -> int | slice:
 
 def _integer(text: str, part: str) -> int:
     text = text.strip()
-    if not text.lstrip("-").isdigit() or len(text) > 18:
+    if not re.fullmatch(r"-?[0-9]{1,18}", text):
         raise ValueError(f"bad index {part!r}: use numbers, slices and ... like 0, :, 2:8, ...")
     return int(text)
 
