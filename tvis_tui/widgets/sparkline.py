@@ -23,7 +23,8 @@ def sparkline(counts: tuple[int, ...] | list[int], width: int = 16, style: str =
 def _resample(counts: list[int], width: int) -> list[float]:
     """Bins merged down to `width` cells (never stretched), each bin's count shared among
     the cells it overlaps by the overlap: 32 bins in 12 cells would otherwise put three
-    bins in some cells and two in others, and a flat histogram would look striped."""
+    bins in some cells and two in others, and a flat histogram would look striped. The
+    price: one full bin that straddles two cells draws as two shorter ones (`█▄`)."""
     n = len(counts)
     if n <= width:
         return [float(c) for c in counts]
