@@ -1,5 +1,6 @@
 """End to end: record a bundled example with `tvis run`, open it with `tvis tui` in a real
-tmux session, step forward three times and back twice, and read the screen."""
+tmux session, step forward three times and back twice, open the step view, and read the
+screen."""
 
 from __future__ import annotations
 
@@ -65,6 +66,13 @@ def test_step_forward_three_and_back_two_in_tmux(recorded_run, tmp_path):
         assert call.name in screen
         assert f"{Path(call.call_site.file).name}:{call.call_site.line}" in screen
         assert shapes and "[" + ", ".join(map(str, shapes[0])) + "]" in screen
+        # The step view: a plotext plot and the decoded predictions, then back to the call.
+        _tmux(socket, "send-keys", "-t", "tvis", "p")
+        screen = _screen_with(socket, "predictions from F.cross_entropy")  # read by a worker
+        assert "loss per step" in screen and " right" in screen
+        assert any(name in screen for name in ("stripes", "checks", "ring", "blob"))
+        _tmux(socket, "send-keys", "-t", "tvis", "Escape")
+        _screen_with(socket, f"call 2 of {total}")
         _tmux(socket, "send-keys", "-t", "tvis", "q")
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
