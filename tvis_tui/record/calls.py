@@ -192,18 +192,19 @@ def _with_error_text(exc: BaseException, extra: dict[str, Any] | None) -> dict[s
         text = str(exc)
     except Exception:  # an exception whose __str__ raises: `error` says what it can
         return extra
-    if text.strip() == _first_line(text):
+    if text.strip() == first_line(text):
         return extra
     return {**(extra or {}), "error_text": f"{type(exc).__name__}: {text}"[:ERROR_TEXT_CHARS]}
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first line that says something ("\nshape mismatch" -> "shape mismatch")."""
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _describe(exc: BaseException) -> str:
     try:
-        text = _first_line(str(exc))
+        text = first_line(str(exc))
     except Exception:  # an exception whose __str__ raises
         text = ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from tvis_tui.errors import TvisError
+from tvis_tui.record.calls import first_line
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
 from tvis_tui.store.records import Site
@@ -187,7 +188,7 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     else:
         lines = _text(exc).splitlines()
     where = f"{_display(site.file)}:{site.line}: " if site else ""
-    first = next((line.strip() for line in lines if line.strip()), "")  # "\nshape mismatch"
+    first = first_line("\n".join(lines))
     exception = _from_worker(lines) or (f"{type(exc).__name__}: {first}" if first
                                         else type(exc).__name__)
     failing = recorder.log.failing_call(exc)

@@ -54,9 +54,9 @@ def _storage(value: Any) -> tuple[int, int] | None:
 
 def _add(value: Any, out: dict[int, int]) -> None:
     if isinstance(value, torch.Tensor):
-        if value.is_cpu and not value.is_sparse:
-            storage = value.untyped_storage()
-            out[storage.data_ptr()] = storage.nbytes()
+        item = _storage(value)
+        if item is not None:
+            out[item[0]] = item[1]
     elif isinstance(value, (list, tuple)):
         for item in value:
             if isinstance(item, torch.Tensor):
