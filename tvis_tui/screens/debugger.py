@@ -53,7 +53,8 @@ class DebuggerScreen(SteppingActions, Screen):
         self.stepper = Stepper(reader)
         self.rows = CallRows(self.stepper)
         self.loader = CallViewLoader(self.stepper, self.rows)
-        self.status = run_status(reader.meta())
+        self.meta = reader.meta()
+        self.status = run_status(self.meta)
         self.start = start
         self.history: list[int] = []
         self.future: list[int] = []
@@ -231,7 +232,8 @@ class DebuggerScreen(SteppingActions, Screen):
             self.app.call_from_thread(self._damaged, str(exc))
             return
         self.rows.reload()
-        self.status = run_status(self.reader.meta())
+        self.meta = self.reader.meta()
+        self.status = run_status(self.meta)
         message = self.loader.load(max(1, min(self.seq, self.stepper.total)))
         if message is not None:
             self.post_message(message)
@@ -256,7 +258,7 @@ class DebuggerScreen(SteppingActions, Screen):
         message); else the one a crashed run ended with (message and traceback)."""
         from tvis_tui.screens.exception import ExceptionScreen
 
-        meta = self.reader.meta()
+        meta = self.meta
         call = self.loaded_call
         # The failing call's ancestors carry the same error: theirs is the run's exception.
         if call is not None and call.error and call.seq != meta.get("failing_seq") \

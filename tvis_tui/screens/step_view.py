@@ -63,14 +63,14 @@ class StepScreen(Screen[None]):
         losses = sample_losses(self.reader, this) if this is not None else ({}, set())
         indices = dataset_indices(self.reader, step)
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show, step, steps, record, losses, indices)
+            self.app.call_from_thread(self._show, step, steps, this, record, losses, indices)
 
-    def _show(self, step: int, steps: list[StepRecord], record: dict[str, Any] | None,
-              losses: tuple[dict[int, float], set[int]], indices: list[Any] | None) -> None:
+    def _show(self, step: int, steps: list[StepRecord], this: StepRecord | None,
+              record: dict[str, Any] | None, losses: tuple[dict[int, float], set[int]],
+              indices: list[Any] | None) -> None:
         if step != self.step:
             return  # the person has moved on
         self.steps = steps
-        this = next((s for s in steps if s.step == step), None)
         title = Text(f"step {step}", style="bold")
         if this is not None and this.loss is not None:
             title.append(f"  loss {number(this.loss)}")

@@ -47,9 +47,16 @@ def put_prediction(writer: RunWriter, record: dict[str, Any]) -> None:
 # -- reading ---------------------------------------------------------------------------
 
 def batches(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
-    """Batch records in call order (of one step, when given)."""
-    out = [codec.unpack(v) for _, v in reader.scan(BATCHES)]
-    return out if step is None else [b for b in out if b.get("step") == step]
+    """Batch records in call order (of one step, when given: read from the step's calls
+    only, not the whole run)."""
+    if step is None:
+        return [codec.unpack(v) for _, v in reader.scan(BATCHES)]
+    spans = reader.phases(step)
+    if not spans:
+        return []
+    first, last = min(s.first_seq for s in spans), max(s.last_seq for s in spans)
+    rows = reader.scan(BATCHES, codec.u64(first), codec.u64(last + 1))
+    return [b for b in (codec.unpack(v) for _, v in rows) if b.get("step") == step]
 
 
 def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
