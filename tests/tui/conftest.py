@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tvis_tui.store import CallRecord, RunWriter, Site, Slot, StepRecord, TensorStats
-from tvis_tui.store.samples import put_batch, put_prediction
+from tvis_tui.store.samples import put_batch, put_prediction, put_sample
 
 TRAIN = "/home/ada/proj/train.py"
 MODEL = "/home/ada/proj/model.py"
@@ -176,13 +176,48 @@ PREDICTIONS = {
 }
 
 
+def image_value(pixels: np.ndarray, layout: str, lo: float, hi: float, **about) -> dict:
+    """A sample value as the recorder describes an image-like one (store/samples.py)."""
+    return {**about, "image": {"shape": list(pixels.shape), "data": pixels.tobytes(), "layout": layout,
+                               "lo": lo, "hi": hi, "stride": 1}}
+
+
+# A red-over-blue 8 x 8 picture, as loaded, then as a normalised CHW tensor.
+RAW = np.zeros((8, 8, 3), np.uint8)
+RAW[:4, :, 0] = 255
+RAW[4:, :, 2] = 255
+NORMALISED = image_value(RAW, "CHW", -2.1, 2.6, kind="tensor", shape=[3, 8, 8], dtype="float32",
+                         stats={"numel": 192, "min": -2.1, "max": 2.6, "mean": 0.1})
+SAMPLES = [
+    {"position": 0, "index": 12,
+     "transforms": [{"attr": "transform", "name": "Compose",
+                     "input": image_value(RAW, "HWC", 0.0, 255.0, kind="ndarray", shape=[8, 8, 3],
+                                          dtype="uint8"),
+                     "stages": [{"name": "0:ToTensor", "value": image_value(
+                                    RAW, "CHW", 0.0, 1.0, kind="tensor", shape=[3, 8, 8], dtype="float32")},
+                                {"name": "1:Normalize", "value": NORMALISED}]}],
+     "item": {"kind": "tuple", "length": 2,
+              "items": [[0, NORMALISED], [1, {"kind": "scalar", "value": 0}]]}},
+    {"position": 1, "index": 7,
+     "item": {"kind": "dict", "length": 2, "items": [
+         ["text", {"kind": "text", "text": "the dog barked", "length": 14}],
+         ["label", {"kind": "scalar", "value": 1}]]},
+     "tokens": [{"tokenizer": "CharTok", "method": "encode", "text": "the dog barked",
+                 "ids": [5, 6, 7, 0, 8], "n_ids": 5}]},
+    {"position": 2, "index": 3},  # past the batch's detailed samples
+]
+
+
 def write_healthy_run(path: Path) -> Path:
     rng = np.random.default_rng(0)
     with RunWriter(path) as w:
         _meta(w, TRAIN, "2026-12-01T10:00:00")
         for step in (1, 2, 3):
             write_step(w, step, rng, nan=step == 3)
-        put_batch(w, {"seq": 1, "step": 1, "indices": [12, 7, 3], "collate": "default_collate", "size": 3})
+        put_batch(w, {"seq": 1, "step": 1, "indices": [12, 7, 3], "collate": "default_collate", "size": 3,
+                      "detailed": 2})
+        for sample in SAMPLES:
+            put_sample(w, 1, sample)
         put_prediction(w, PREDICTIONS[1])
         put_prediction(w, PREDICTIONS[2])
         w.close(status="ok", steps_recorded=3, ended_at="2026-12-01T10:00:05")

@@ -115,6 +115,19 @@ def test_blanking_a_cut_column_counts_wide_characters_by_cell():
     assert cut.cell_length == 10 and cut.text == "ab       ›"
 
 
+def test_no_text_is_left_under_the_scrollbar_past_a_cut_column():
+    """A terminal that repaints the table's lines without the scrollbar over them showed
+    two letters of the cut column there ("›in" in a real tmux)."""
+    from rich.segment import Segment
+    from textual.strip import Strip
+
+    from tvis_tui.widgets.row_table import _blank
+
+    strip = Strip([Segment("0  blob 37%  ring 20%")])  # 21 cells; 19 in view, 2 under the scrollbar
+    cut = _blank(strip, 3, 19, "›", at_end=True)
+    assert cut.cell_length == 21 and cut.text == "0" + " " * 17 + "›  "
+
+
 @pytest.mark.parametrize("text", ["--1", "²", "1_000", "0x10"])
 def test_odd_numbers_are_refused_with_our_reason(text):
     with pytest.raises(ValueError, match="bad index"):

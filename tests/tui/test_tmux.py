@@ -1,6 +1,6 @@
 """End to end: record a bundled example with `tvis run`, open it with `tvis tui` in a real
-tmux session, step forward three times and back twice, open the step view, and read the
-screen."""
+tmux session, step forward three times and back twice, open the step view (its sample
+drawn), and read the screen."""
 
 from __future__ import annotations
 
@@ -71,6 +71,10 @@ def test_step_forward_three_and_back_two_in_tmux(recorded_run, tmp_path):
         screen = _screen_with(socket, "predictions from F.cross_entropy")  # read by a worker
         assert "loss per step" in screen and " right" in screen
         assert any(name in screen for name in ("stripes", "checks", "ring", "blob"))
+        # The first sample as its transforms made it. `--images auto` asked the terminal:
+        # tmux (3.3, built without sixel) offers no image protocol, so half blocks.
+        assert "transform input (Compose)" in screen and "float32 [3, 16, 16]" in screen
+        assert "▀" * 16 in screen  # the 16 x 16 picture, a cell per pixel column
         _tmux(socket, "send-keys", "-t", "tvis", "Escape")
         _screen_with(socket, f"call 2 of {total}")
         _tmux(socket, "send-keys", "-t", "tvis", "q")

@@ -37,6 +37,15 @@ def test_a_file_is_not_a_run(tmp_path, capsys):
     assert "train.py" in _error(capsys, str(tmp_path / "train.py"))
 
 
+def test_an_unknown_image_method(healthy_run, capsys, monkeypatch):
+    with pytest.raises(SystemExit) as exited:  # argparse's own usage error
+        main(["tui", str(healthy_run), "--images", "sixels"])
+    assert exited.value.code == 2 and "invalid choice: 'sixels'" in capsys.readouterr().err
+    monkeypatch.setenv("TVIS_IMAGES", "sixels")
+    err = _error(capsys, str(healthy_run))
+    assert "'sixels' is not a drawing method; use one of auto, sixel, kitty, halfcell" in err
+
+
 def test_corrupt_run(tmp_path, capsys):
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "data.mdb").write_bytes(b"garbage" * 100)

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import argparse
 
+from tvis_tui.widgets.picture import ENV, METHODS
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default="runs",
                         help="a run folder, or a folder of runs to pick from (default: runs)")
     parser.add_argument("--call", type=int, default=None, metavar="N",
                         help="open the run at call number N (PATH must be a run)")
+    parser.add_argument("--images", choices=METHODS, default=None,
+                        help="how to draw images: auto asks the terminal (sixel, kitty's "
+                             f"protocol, else half blocks); default: ${ENV} or auto")
 
 
 def main(args: argparse.Namespace) -> int:
     from tvis_tui.app import make_app
+    from tvis_tui.widgets.picture import choose, default_method
 
-    make_app(args.path, start=args.call).run()
+    app = make_app(args.path, start=args.call)
+    choose(args.images or default_method())  # asks the terminal: before Textual owns it
+    app.run()
     return 0
 

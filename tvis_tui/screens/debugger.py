@@ -39,7 +39,7 @@ class DebuggerScreen(SteppingActions, Screen):
     BINDINGS = [
         *STEPPING_BINDINGS,
         Binding("v", "values", "Values of the selected tensor", show=False),
-        Binding("p", "step_view", "This step: the loss over all steps, the model's predictions", show=False),
+        Binding("p", "step_view", "This step: the loss over all steps, the predictions, each sample", show=False),
         Binding("x", "exception", "The whole exception this call raised, or the one a crashed run ended with",
                 show=False),
         Binding("escape", "close", "Back to the run list", show=False),

@@ -1,6 +1,7 @@
 """One training step at a glance: the loss over every recorded step (a plotext plot, this
-step marked) and what the model predicted for each sample of it, decoded as class names
-or text beside the targets. `[`/`]` walk the steps; Esc goes back to the call."""
+step marked), what the model predicted for each sample of it, decoded as class names or
+text beside the targets, and the selected sample as the data pipeline made it (images
+drawn). `[`/`]` walk the steps; Esc goes back to the call."""
 
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
-from tvis_tui.store.samples import batches, predictions
+from tvis_tui.store.samples import batches, predictions, samples
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
+from tvis_tui.widgets.sample_pane import SamplePane
 
 TOP_SHOWN = 3
 """Classes shown per sample, most probable first (the record keeps up to five)."""
@@ -38,11 +41,15 @@ class StepScreen(Screen[None]):
         self.step = step
         self.steps: list[StepRecord] = []  # their records (finished steps)
         self.numbers: list[int] = []  # every step of the run, as the call tree lists them
+        self.batch: dict[str, Any] | None = None  # the step's DataLoader batch, when one made it
+        self.samples: dict[int, dict[str, Any]] = {}  # its sample records by position
 
     def compose(self) -> ComposeResult:
         yield Static(id="step-title")
         yield PlotextPlot(id="loss-plot")
-        yield RowTable(id="predictions")
+        with Horizontal(id="step-body"):
+            yield RowTable(id="predictions")
+            yield SamplePane(id="sample")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -61,16 +68,17 @@ class StepScreen(Screen[None]):
         record = predictions(self.reader, step)
         this = next((s for s in steps if s.step == step), None)
         losses = sample_losses(self.reader, this) if this is not None else ({}, set())
-        indices = dataset_indices(self.reader, step)
+        batch = step_batch(self.reader, step)
+        drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show, step, steps, this, record, losses, indices)
+            self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn)
 
     def _show(self, step: int, steps: list[StepRecord], this: StepRecord | None,
               record: dict[str, Any] | None, losses: tuple[dict[int, float], set[int]],
-              indices: list[Any] | None) -> None:
+              batch: dict[str, Any] | None, drawn: dict[int, dict[str, Any]]) -> None:
         if step != self.step:
             return  # the person has moved on
-        self.steps = steps
+        self.steps, self.batch, self.samples = steps, batch, drawn
         title = Text(f"step {step}", style="bold")
         if this is not None and this.loss is not None:
             title.append(f"  loss {number(this.loss)}")
@@ -81,7 +89,10 @@ class StepScreen(Screen[None]):
             title.append(_score(record))
         self.query_one("#step-title", Static).update(title)
         self._plot(steps)
-        self._table(record, *losses, indices)
+        indices = batch.get("indices") if batch is not None else None
+        self._table(record, *losses, indices if isinstance(indices, list) else None)
+        self.query_one(SamplePane).display = batch is not None
+        self._show_sample(self.query_one(RowTable).cursor_row)
 
     def _plot(self, steps: list[StepRecord]) -> None:
         widget = self.query_one(PlotextPlot)
@@ -108,6 +119,13 @@ class StepScreen(Screen[None]):
                indices: list[Any] | None) -> None:
         table = self.query_one(RowTable)
         table.clear(columns=True)
+        table.border_title = "predictions"
+        if record is None and indices is not None:  # no predictions: the samples can still be walked
+            table.border_title = f"samples (no predictions recorded for step {self.step})"
+            table.add_columns("#", "sample")
+            for i, index in enumerate(indices):
+                table.add_row(str(i), Text(str(index), style="dim", justify="right"))
+            return
         if record is None:
             table.add_column("")
             table.add_row(Text(f"no predictions recorded for step {self.step}", style="dim italic"))
@@ -125,6 +143,30 @@ class StepScreen(Screen[None]):
                         style="bold red" if i in worst else "")
             index = str(indices[i]) if indices is not None and i < len(indices) else ""
             table.add_row(str(i), Text(index, style="dim", justify="right"), *_class_cells(row), loss)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_sample(event.cursor_row)
+
+    def _show_sample(self, position: int) -> None:
+        """The sample at `position` of the step's batch (the table's rows are its samples)."""
+        if self.batch is None:
+            return
+        pane = self.query_one(SamplePane)
+        indices = self.batch.get("indices")
+        size = self.batch.get("size", len(indices) if isinstance(indices, list) else 0)
+        sample = self.samples.get(position)
+        index = sample.get("index") if sample else indices[position] if (
+            isinstance(indices, list) and position < len(indices)) else None
+        # Named as the table names it: the dataset index under "sample", the position under "#".
+        title = (f"sample {index} " if index is not None else "sample ") + f"(#{position})"
+        if sample is not None and any(key in sample for key in ("item", "transforms", "tokens")):
+            pane.show(title, sample)
+        elif position < size:
+            detailed = self.batch.get("detailed")
+            pane.show(title, None, "not described: tvis describes the first "
+                                   f"{detailed if detailed is not None else 'few'} samples of each batch")
+        else:
+            pane.show(title, None, f"the batch had {size} samples")
 
     def action_move(self, delta: int) -> None:
         if self.step + delta not in self.numbers:
@@ -151,11 +193,11 @@ def sample_losses(reader: RunReader, step: StepRecord) -> tuple[dict[int, float]
     return losses, set(worst)
 
 
-def dataset_indices(reader: RunReader, step: int) -> list[Any] | None:
-    """The dataset index of each position of the step's batch, when one DataLoader batch
-    made the step (with several, positions no longer say which batch a row came from)."""
-    drawn = [b for b in batches(reader, step) if isinstance(b.get("indices"), list)]
-    return drawn[0]["indices"] if len(drawn) == 1 else None
+def step_batch(reader: RunReader, step: int) -> dict[str, Any] | None:
+    """The DataLoader batch of `step`, when one made it (with several, positions in the
+    predictions no longer say which batch a row came from)."""
+    drawn = batches(reader, step)
+    return drawn[0] if len(drawn) == 1 else None
 
 
 def _score(record: dict[str, Any]) -> str:

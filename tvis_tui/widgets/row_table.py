@@ -91,9 +91,16 @@ def _blank(strip: Strip, start: int, end: int, marker: str, *, at_end: bool) -> 
     in the last of them (`at_end`, the pane's right edge) or the first (its left edge)."""
     if end <= start:
         return strip
-    blank = [Segment(" " * cell_len(text), style) for text, style, _ in strip.crop(start, end)]
-    gap = Strip(blank, end - start)
+    blank = _spaces(strip.crop(start, end))
     style = blank[0].style if blank else None
     mark = Strip([Segment(marker, (style or Style()) + Style(dim=True))], 1)
+    gap = Strip(blank, end - start)
     gap = Strip.join([gap.crop(0, end - start - 1), mark]) if at_end else Strip.join([mark, gap.crop(1)])
-    return Strip.join([strip.crop(0, start), gap, strip.crop(end)])
+    # Past the right edge lie the cells under the vertical scrollbar. A terminal that
+    # repaints the table's lines without the scrollbar would show them: blank them too.
+    after = strip.crop(end)
+    return Strip.join([strip.crop(0, start), gap, Strip(_spaces(after), after.cell_length) if at_end else after])
+
+
+def _spaces(strip: Strip) -> list[Segment]:
+    return [Segment(" " * cell_len(text), style) for text, style, _ in strip]

@@ -1,0 +1,73 @@
+"""Drawing a recorded image in the terminal with textual-image, by a method chosen once.
+
+textual-image asks the terminal what it can draw (sixel, kitty's graphics protocol, the
+cell size in pixels) when it is first imported: it writes a query and reads the answer
+from stdin. Once Textual owns the terminal, Textual reads stdin and the answer would
+arrive as key presses, so `tvis tui` calls `choose` before `App.run()`. Where stdout is not
+a terminal (tests, a pipe) nothing is asked and the import is harmless.
+
+Methods: "auto" (what the terminal says it supports: sixel, then kitty's protocol, else
+colored half blocks), or one of them named, for a terminal that answers wrongly (a
+multiplexer passing the query on to a terminal it cannot draw on for it).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from tvis_tui.errors import TvisError
+
+if TYPE_CHECKING:  # the CLI reads METHODS for every command: nothing heavy at import
+    import numpy as np
+    from textual.widget import Widget
+
+METHODS = ("auto", "sixel", "kitty", "halfcell")
+ENV = "TVIS_IMAGES"
+"""Sets the method when `tvis tui --images` is not given."""
+
+_chosen: type[Widget] | None = None
+
+
+def default_method() -> str:
+    return os.environ.get(ENV, "auto") or "auto"
+
+
+def choose(method: str) -> None:
+    """Import textual-image (asking the terminal, once) and draw with `method` from now on."""
+    global _chosen
+    if method not in METHODS:
+        raise TvisError(f"images: {method!r} is not a drawing method; use one of {', '.join(METHODS)}"
+                        f" (from --images or {ENV})")
+    from textual_image import widget
+
+    _chosen = {"auto": widget.Image, "sixel": widget.SixelImage, "kitty": widget.TGPImage,
+               "halfcell": widget.HalfcellImage}[method]
+
+
+def picture(pixels: np.ndarray, width: int) -> Widget:
+    """A widget drawing `pixels` (uint8 H x W x C, C = 1, 3 or 4) `width` cells wide, its
+    height following the image's aspect. Half blocks unless `choose` said otherwise."""
+    import numpy as np
+    from PIL import Image as PILImage
+
+    if _chosen is None:
+        choose("halfcell")
+    assert _chosen is not None
+    channels = pixels.shape[2]
+    # uint8 H x W reads as mode L, H x W x 3 as RGB, H x W x 4 as RGBA.
+    image = PILImage.fromarray(np.ascontiguousarray(pixels[:, :, 0] if channels == 1 else pixels))
+    widget = _chosen(image)
+    # Both sides in cells: with a fixed width and an auto height, textual-image sizes the
+    # height from the width the widget had at its last layout, 0 rows at the first one.
+    widget.styles.width = width
+    widget.styles.height = rows(pixels.shape[0], pixels.shape[1], width)
+    return widget
+
+
+def rows(height_px: int, width_px: int, width: int) -> int:
+    """Rows that keep the image's aspect `width` cells wide, in this terminal's cells."""
+    from textual_image._terminal import get_cell_size  # what its renderers scale by
+
+    cell = get_cell_size()
+    return max(1, round(width * cell.width * height_px / width_px / cell.height))
