@@ -151,7 +151,11 @@ def write_step(w: RunWriter, step: int, rng: np.random.Generator, *, nan: bool =
                                     "optimizer": 700}, peak_bytes=3 << 20,
                           # The loss call's per-sample values were not stored: only the worst.
                           extra={"per_sample_loss": {"seq": base + 1, "count": 3, "reduction": "mean",
-                                                     "worst": [[1, 2.5], [0, 0.25]]}}))
+                                                     "worst": [[1, 2.5], [0, 0.25]]},
+                                 "wall_ns": 24_500 + 1000 * step, "tvis_overhead_ns": 41_000,
+                                 "peak_method": "live tensor storage seen by tvis: params, grads",
+                                 "peak_phase_bytes": {"data": 1 << 19, "forward": 2 << 20,
+                                                      "backward": 3 << 20}}))
     return None
 
 

@@ -1,12 +1,13 @@
-"""One training step at a glance: the loss over every recorded step (a plotext plot, this
-step marked), what the model predicted for each sample of it, decoded as class names or
-text beside the targets, and the selected sample as the data pipeline made it (images
-drawn). `[`/`]` walk the steps; Esc goes back to the call."""
+"""One training step at a glance: its time by phase and peak memory; the loss (or the step
+time, or the peak memory: `m`) over every recorded step, a plotext plot with this step
+marked; what the model predicted for each sample of it, decoded as class names or text
+beside the targets; and the selected sample as the data pipeline made it (images drawn).
+`[`/`]` walk the steps; Esc goes back to the call."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from rich.text import Text
 from textual import work
@@ -23,9 +24,19 @@ from tvis_tui.store.samples import batches, predictions, samples
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sample_pane import SamplePane
+from tvis_tui.widgets.step_measures import step_measures
 
 TOP_SHOWN = 3
 """Classes shown per sample, most probable first (the record keeps up to five)."""
+
+PLOTTED: dict[str, tuple[str, Callable[[StepRecord], float | None]]] = {
+    "loss": ("loss per step", lambda s: s.loss),
+    "time": ("step time per step (ms, tvis's own time left out)",
+             lambda s: s.extra["wall_ns"] / 1e6 if isinstance(s.extra.get("wall_ns"), int) else None),
+    "memory": ("peak memory per step (MiB)",
+               lambda s: s.peak_bytes / 2**20 if s.peak_bytes is not None else None),
+}
+"""What `m` cycles the plot through: its title and each step's value."""
 
 
 class StepScreen(Screen[None]):
@@ -33,6 +44,7 @@ class StepScreen(Screen[None]):
         Binding("escape,q,p", "close", "Back to the call"),
         Binding("right_square_bracket", "move(1)", "Next step"),
         Binding("left_square_bracket", "move(-1)", "Previous step"),
+        Binding("m", "next_plot", "Plot loss/time/memory"),
     ]
 
     def __init__(self, reader: RunReader, step: int) -> None:
@@ -43,9 +55,11 @@ class StepScreen(Screen[None]):
         self.numbers: list[int] = []  # every step of the run, as the call tree lists them
         self.batch: dict[str, Any] | None = None  # the step's DataLoader batch, when one made it
         self.samples: dict[int, dict[str, Any]] = {}  # its sample records by position
+        self.plotted = "loss"  # a key of PLOTTED
 
     def compose(self) -> ComposeResult:
         yield Static(id="step-title")
+        yield Static(id="step-measures")
         yield PlotextPlot(id="loss-plot")
         with Horizontal(id="step-body"):
             yield RowTable(id="predictions")
@@ -53,7 +67,6 @@ class StepScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#loss-plot").border_title = "loss per step"
         self.query_one("#predictions").border_title = "predictions"
         self.query_one(RowTable).focus()
         self.load(self.step)
@@ -88,6 +101,8 @@ class StepScreen(Screen[None]):
             title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
             title.append(_score(record))
         self.query_one("#step-title", Static).update(title)
+        measures = step_measures(this) if this is not None else Text("not finished: nothing measured yet", style="dim")
+        self.query_one("#step-measures", Static).update(measures)
         self._plot(steps)
         indices = batch.get("indices") if batch is not None else None
         self._table(record, *losses, indices if isinstance(indices, list) else None)
@@ -96,24 +111,35 @@ class StepScreen(Screen[None]):
 
     def _plot(self, steps: list[StepRecord]) -> None:
         widget = self.query_one(PlotextPlot)
+        title, value_of = PLOTTED[self.plotted]
+        widget.border_title = f"{title}  (m: {self._next_plotted()})"
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        points = [(s.step, s.loss) for s in steps if s.loss is not None and math.isfinite(s.loss)]
+        values = [(s.step, value_of(s)) for s in steps]
+        points = [(x, y) for x, y in values if y is not None and math.isfinite(y)]
         if points:
             plt.plot([x for x, _ in points], [y for _, y in points], marker="braille")
             here = [(x, y) for x, y in points if x == self.step]
             if here:
                 plt.scatter([here[0][0]], [here[0][1]], marker="●", color="red")
-        bad = [s.step for s in steps if s.loss is not None and not math.isfinite(s.loss)]
-        plt.title("no finite loss recorded" if not points else
-                  f"NaN/Inf loss at step {', '.join(map(str, bad[:5]))}" if bad else "")
+        bad = [x for x, y in values if y is not None and not math.isfinite(y)]
+        plt.title(f"no finite {self.plotted} recorded" if not points else
+                  f"NaN/Inf {self.plotted} at step {', '.join(map(str, bad[:5]))}" if bad else "")
         plt.xlabel("step")
         xs = [x for x, _ in points]
         if xs:  # steps are whole numbers: ticks at some of them, not at 1.50
             every = max(1, math.ceil(len(xs) / 10))
             plt.xticks(xs[::every])
         widget.refresh()
+
+    def _next_plotted(self) -> str:
+        names = list(PLOTTED)
+        return names[(names.index(self.plotted) + 1) % len(names)]
+
+    def action_next_plot(self) -> None:
+        self.plotted = self._next_plotted()
+        self._plot(self.steps)
 
     def _table(self, record: dict[str, Any] | None, losses: dict[int, float], worst: set[int],
                indices: list[Any] | None) -> None:

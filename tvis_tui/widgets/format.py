@@ -20,11 +20,17 @@ def duration(ns: int | None) -> str:
     """`1.5 µs`, `12 ms`, `3.2 s`; `running` for a call that never returned."""
     if ns is None:
         return "—"
+    unit, scale = time_unit(ns)
+    return f"{ns / scale:.3g} {unit}" if scale > 1 else f"{ns} ns"
+
+
+def time_unit(ns: int) -> tuple[str, float]:
+    """The unit `ns` reads best in. A value that three digits round up to 1000 takes the
+    next unit: 999.9 ms is "1 s", never "1e+03 ms"."""
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            value = ns / scale
-            return f"{value:.3g} {unit}"
-    return f"{ns} ns"
+        if ns >= scale * 0.9995:
+            return unit, scale
+    return "ns", 1.0
 
 
 def number(value: float | None, *, integer: bool = False) -> str:

@@ -1,0 +1,67 @@
+"""The step view's measures: a step's time by phase and its peak memory, and the plot that
+`m` switches between loss, step time and peak memory."""
+
+from __future__ import annotations
+
+from pilot import opened, press
+from screen_text import screen_text
+
+from tvis_tui.store import StepRecord
+from tvis_tui.widgets.step_measures import step_measures
+
+CPU_STEP = StepRecord(
+    step=4, first_seq=1, last_seq=9, loss=0.5,
+    phase_ns={"data": 3_310_000, "forward": 16_900_000, "loss": 255_000, "backward": 15_100_000,
+              "optimizer": 1_490_000, "other": 601_000},
+    peak_bytes=5_906_984,
+    extra={"wall_ns": 37_626_233, "tvis_overhead_ns": 36_781_662,
+           "peak_method": "live tensor storage seen by tvis: params, grads, optimizer state",
+           "peak_phase_bytes": {"forward": 5_380_880, "data": 138_000, "backward": 5_906_984}})
+
+
+def test_time_by_phase_in_the_totals_unit_and_where_memory_peaked():
+    lines = step_measures(CPU_STEP).plain.splitlines()
+    assert lines == [
+        "time 37.6 ms  data 3.31  forward 16.9  loss 0.255  backward 15.1  optimizer 1.49  other 0.601 ms",
+        "peak memory 5.6 MiB in backward (data 0.132, forward 5.13 MiB)",
+        "tvis's own 36.8 ms left out of the times; peak: live tensor storage seen by tvis"]
+
+
+def test_a_gpu_step_names_its_clock_and_big_figures_have_no_exponent():
+    step = StepRecord(step=1, first_seq=1, last_seq=2, phase_ns={"forward": 1_500_000_000, "backward": 999_700_000},
+                      peak_bytes=40 << 30, extra={"wall_ns": 2_600_000_000, "phase_clock": "cuda events",
+                                                   "peak_method": "cuda max_memory_allocated: the peak since the start"})
+    lines = step_measures(step).plain.splitlines()
+    assert lines[0] == "time 2.6 s  forward 1.50  backward 1.00 s (cuda events)"
+    assert lines[1] == "peak memory 40.0 GiB"
+    assert lines[2] == "peak: cuda max_memory_allocated"
+    many = StepRecord(step=1, first_seq=1, last_seq=2, phase_ns={"forward": 999_600_000}, peak_bytes=3 << 30,
+                      extra={"wall_ns": 999_900_000, "peak_phase_bytes": {"forward": 3 << 30, "data": 1234 << 20}})
+    lines = step_measures(many).plain.splitlines()
+    assert lines[0] == "time 1 s  forward 1.00 s"  # 999.9 ms: not "1e+03 ms"
+    assert lines[1] == "peak memory 3.0 GiB in forward (data 1234 MiB)"
+
+
+def test_an_unmeasured_step_says_so():
+    lines = step_measures(StepRecord(step=1, first_seq=1, last_seq=1)).plain.splitlines()
+    assert lines[:2] == ["time not measured", "peak memory not measured"]
+
+
+async def test_step_view_shows_the_measures_and_m_switches_the_plot(healthy_run):
+    async with opened(healthy_run, 10, size=(120, 40)) as pilot:  # a call of step 1
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "time 25.5 µs  data 1.00  forward 9.00  loss 0.800  backward 12.0  optimizer 0.700 µs" in text
+        assert "peak memory 3.0 MiB in backward (data 0.500, forward 2.00 MiB)" in text
+        assert "tvis's own 41 µs left out of the times; peak: live tensor storage seen by tvis" in text
+        assert "loss per step  (m: time)" in text
+        await press(pilot, "m")
+        text = screen_text(pilot.app)
+        assert "step time per step (ms, tvis's own time left out)  (m: memory)" in text
+        assert "0.0255" in text and "0.0275" in text  # steps 1 to 3: 25.5, 26.5, 27.5 µs
+        await press(pilot, "m")
+        assert "peak memory per step (MiB)  (m: loss)" in screen_text(pilot.app)
+        await press(pilot, "right_square_bracket")  # the plot keeps its measure from step to step
+        assert "peak memory per step (MiB)" in screen_text(pilot.app)
+        await press(pilot, "m")
+        assert "loss per step" in screen_text(pilot.app)
