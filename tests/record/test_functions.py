@@ -80,7 +80,8 @@ def test_user_functions_nest_with_module_calls_across_files(run_inprocess, tmp_p
         (2, "module", "lin"),
         (1, "function", "F.mse_loss"),
         (0, "backward", "backward"),
-        (0, "optimizer", "SGD"),  # fails() runs after it: the first call of step 2
+        (0, "optimizer", "SGD"),
+        (0, "function", "fails"),  # after the optimizer step, in the same iteration: step 1
     ]
     calls = {c.name: c for c in run.calls(1, run.call_count()) if c.step == 1}
     scale, loss = calls["scale"], calls["compute_loss"]

@@ -108,6 +108,11 @@ class FunctionTracer:
         sys.settrace(self.trace)
         return self.uninstall
 
+    @property
+    def live(self) -> bool:
+        """Whether the trace functions are installed (frames' line tracers get called)."""
+        return self._live
+
     def uninstall(self) -> None:
         if not self._live:
             return
@@ -218,6 +223,11 @@ class FunctionTracer:
                  and not _is_module_forward(frame))
         return _Plan(path, calls, self.lines is not None, bool(loops), loops,
                      Site(path, code.co_firstlineno))
+
+    def loops(self, code: CodeType) -> tuple[tuple[int, int], ...] | None:
+        """The loops of a traced user code object (loop_head.py); None for other code."""
+        plan = self._plans.get(code)
+        return plan.loops if isinstance(plan, _Plan) else None
 
     # -- shared by frames ------------------------------------------------------------------
 

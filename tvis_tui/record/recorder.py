@@ -32,6 +32,7 @@ from tvis_tui.record.calls import CallLog, OpenCall, inherited_phase
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
+from tvis_tui.record.loop_head import LoopHead, loop_head
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
@@ -114,6 +115,7 @@ class Recorder:
         self.names = ModuleNames()
         self.data = DataCapture(self)
         self.functions = FunctionTracer(self)
+        self.steps.next_iteration = self._watch_loop_head
         self.grads = ActivationGrads(self)
         self.updates = ParamUpdates(self)
         self.step_limit = step_limit
@@ -256,6 +258,16 @@ class Recorder:
         if text is not None:
             self.writer.put_source(path, text)
 
+    def _watch_loop_head(self, reached: Callable[[], None]) -> LoopHead | None:
+        """Call `reached`, as tvis's own work, when the loop around this step comes back to
+        its head (loop_head.py); None where no loop of user code holds the step."""
+        if not self.functions.live:
+            return None  # no trace function: a frame's line tracer would never be called
+        found = loop_head(sys._getframe(1), self.functions.loops)
+        if found is None:
+            return None
+        return LoopHead(*found, lambda: self._guard(reached))
+
     def _stop_if_done(self) -> None:
         """Called as anything of the step after the last one begins: the script has run
         the rest of the last step's iteration (its prints, scheduler, logging) by then,
@@ -385,6 +397,8 @@ class Recorder:
     def _backward(self, original: Callable[..., Any], tensors: Any, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling() or not self._active():
             return original(tensors, *args, **kwargs)
+        if self.steps.pending is not None and not self._inside_backward():
+            self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
         self._stop_if_done()
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
         try:

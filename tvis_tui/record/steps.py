@@ -3,15 +3,19 @@
 The rule, in order:
 
 1. Optimizer rule. tvis knows every optimizer the script has created (and still holds).
-   A step ends when an `Optimizer.step()` returns and every one of them has stepped in
-   this step: one optimizer, or a GAN's D and G, or per-layer optimizers, each iteration
-   is one step. Closure-based `step()` (LBFGS) is one optimizer step however many times
-   it calls the closure.
+   A step is complete when an `Optimizer.step()` returns and every one of them has
+   stepped in this step: one optimizer, or a GAN's D and G, or per-layer optimizers, each
+   iteration is one step. Closure-based `step()` (LBFGS) is one optimizer step however
+   many times it calls the closure. A complete step ends when its iteration does: when the
+   loop around the step comes back to its head (loop_head.py), so that the scheduler
+   step, logging and evaluation after `step()` belong to the step they report on; at once
+   where no loop of user code is found. Another backward() or optimizer step ends it too.
 2. Repeat rule. If an optimizer is about to step a second time in the current step
    (a created optimizer that never steps, or a GradScaler skipping one), the step ends
    just before that call.
 3. Backward rule. While the script has created no optimizer at all (hand-written
-   `p -= lr * p.grad` updates), a step ends when `backward()` returns.
+   `p -= lr * p.grad` updates), a step is complete when `backward()` returns, and ends as
+   above.
 
 Calls are numbered in one sequence; a step holds the calls made while it was current.
 
@@ -48,6 +52,10 @@ class StepTracker:
         self.rules: set[str] = set()
         # tvis's time on this thread so far (CallLog.overhead_so_far sets it).
         self.overhead_clock: Callable[[], int] = lambda: 0
+        # Watches for the next iteration and calls its argument then (the recorder sets
+        # it); returns something with cancel(), or None when it cannot watch.
+        self.next_iteration: Callable[[Callable[[], None]], Any] | None = None
+        self.pending: tuple[str, Any] | None = None  # a complete step's rule and watcher
         self._optimizers_seen = 0
         self._reset(time.perf_counter_ns())
 
@@ -115,18 +123,34 @@ class StepTracker:
         self._memory.see_optimizer(optimizer)  # its state exists from its first step on
         self._stepped.add(id(optimizer))
         if all(id(o) in self._stepped for o in list(self.optimizers)):
-            self.end("optimizer")
+            self._complete("optimizer")
             return True
         return False
 
     def after_backward(self) -> bool:
         if len(self.optimizers) == 0:
-            self.end("backward")
+            self._complete("backward")
             return True
         return False
 
+    def _complete(self, rule: str) -> None:
+        """The step is complete: it ends when its iteration does, or now."""
+        watcher = self.next_iteration(self.end_pending) if self.next_iteration is not None else None
+        if watcher is None:
+            self.end(rule)
+        else:
+            self.pending = (rule, watcher)
+
+    def end_pending(self) -> None:
+        """End the complete step whose iteration was still going on, if any."""
+        if self.pending is not None:
+            self.end(self.pending[0])
+
     def end(self, rule: str, complete: bool = True) -> None:
         """Write the current step's record and start the next step."""
+        if self.pending is not None:
+            self.pending[1].cancel()
+            self.pending = None
         with self._lock:
             now = time.perf_counter_ns()
             if self._first is not None:
@@ -165,6 +189,7 @@ class StepTracker:
     def finish(self) -> int:
         """Close a step the script left unfinished (written with complete=False);
         returns the number of complete steps."""
+        self.end_pending()
         complete = self.step - 1
         if self._first is not None:
             self.end(self.rule, complete=False)

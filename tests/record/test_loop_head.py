@@ -1,0 +1,103 @@
+"""A step ends where its iteration does: the calls after `optimizer.step()` in the same
+pass of the training loop (an evaluation forward, a metric function, a scheduler step)
+belong to the step they report on, not to the next one."""
+
+from __future__ import annotations
+
+PREAMBLE = """
+import sys
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.utils.data.TensorDataset(torch.randn(40, 4), torch.randint(0, 2, (40,)))
+loader = torch.utils.data.DataLoader(data, batch_size=8)
+
+def accuracy(out, y):
+    return (out.argmax(1) == y).float().mean()
+
+def train_step(x, y):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+"""
+
+
+def _steps(run) -> list[list[tuple[str, str]]]:
+    """Each step's top-level calls, (kind, name), in order."""
+    return [[(c.kind, c.name) for c in run.calls(s.first_seq, s.last_seq) if c.depth == 0]
+            for s in run.steps()]
+
+
+ONE_ITERATION = [("data", "DataLoader"), ("function", "train_step"), ("module", "Linear"),
+                 ("function", "accuracy")]
+
+
+def test_calls_after_the_optimizer_step_stay_in_its_step(run_inprocess):
+    code, run = run_inprocess(PREAMBLE + """
+for x, y in loader:
+    train_step(x, y)
+    with torch.no_grad():
+        accuracy(model(x), y)  # an evaluation of the step just taken
+""")
+    assert code == 0
+    # The loader running out is a last, unfinished step of its own (as always).
+    assert _steps(run) == [ONE_ITERATION] * 5 + [[("data", "DataLoader")]]
+    assert [s.complete for s in run.steps()] == [True] * 5 + [False]
+
+
+def test_a_while_loop_and_a_step_taken_inline(run_inprocess):
+    code, run = run_inprocess(PREAMBLE + """
+it = iter(loader)
+while True:
+    try:
+        x, y = next(it)
+    except StopIteration:
+        break
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    accuracy(model(x), y)
+""")
+    assert code == 0
+    kinds = [[kind for kind, _ in step] for step in _steps(run)]
+    assert kinds == [["data", "module", "function", "backward", "optimizer", "module", "function"]] * 5 + [["data"]]
+
+
+def test_with_steps_n_the_last_iteration_finishes_and_the_next_batch_is_never_drawn(run_inprocess):
+    code, run = run_inprocess(PREAMBLE + """
+drawn = 0
+for x, y in loader:
+    drawn += 1
+    train_step(x, y)
+    accuracy(model(x), y)
+    print("iteration", drawn, "done", flush=True)
+""", steps=2)
+    assert code == 0
+    assert _steps(run) == [ONE_ITERATION] * 2  # no third batch drawn
+    assert run.call(run.call_count()).name == "accuracy"
+
+
+def test_without_a_loop_in_user_code_a_step_ends_at_the_optimizer_step(run_inprocess):
+    # The loop is map's, in C: nothing marks where an iteration ends, so the step ends at
+    # step() and the metric after it is the next step's first call, as before.
+    code, run = run_inprocess(PREAMBLE + """
+def iteration(batch):
+    x, y = batch
+    train_step(x, y)
+    accuracy(model(x), y)
+
+batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,))) for _ in range(3)]
+list(map(iteration, batches))
+""")
+    assert code == 0
+    steps = _steps(run)
+    assert len(steps) == 4 and not run.steps()[-1].complete
+    assert steps[0][-1] == ("optimizer", "SGD")
+    assert steps[1][:2] == [("module", "Linear"), ("module", "Linear")]  # the metric's forward first
+    assert steps[3] == [("module", "Linear")]
