@@ -7,7 +7,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, write_step
+from conftest import RAW, SAMPLES, image_value, write_step
 from pilot import opened, press
 from screen_text import screen_text
 from textual.app import App, ComposeResult
@@ -16,9 +16,9 @@ from textual_image.widget import HalfcellImage
 from tvis_tui.errors import TvisError
 from tvis_tui.screens.step_view import StepScreen
 from tvis_tui.store import RunWriter
-from tvis_tui.store.samples import put_batch, put_sample
+from tvis_tui.store.samples import put_batch, put_prediction, put_sample
 from tvis_tui.widgets import picture
-from tvis_tui.widgets.sample_pane import SamplePane, sample_parts
+from tvis_tui.widgets.sample_pane import SamplePane, picture_cells, sample_parts
 
 
 def test_parts_follow_the_pipeline_and_name_repeats():
@@ -35,6 +35,42 @@ def test_parts_follow_the_pipeline_and_name_repeats():
     stages = flip["transforms"][0]["stages"]
     stages.insert(1, {"name": "1:RandomFlip", "value": stages[0]["value"]})
     assert [p.note for p in sample_parts(flip)][2] == "unchanged from 0:ToTensor"
+
+
+def test_statistics_alone_never_claim_a_stage_did_nothing():
+    """Past the byte cap (or with --capture summary) a flip keeps shape, dtype and every
+    statistic: equal descriptions then say nothing about equal values."""
+    stats_only = {"kind": "tensor", "shape": [3, 224, 224], "dtype": "float32", "values": None,
+                  "stats": {"min": 0.0, "max": 1.0, "mean": 0.5}}
+    sample = {"transforms": [{"attr": "transform", "name": "Compose", "input": stats_only,
+                              "stages": [{"name": "0:RandomHorizontalFlip", "value": dict(stats_only)}]}],
+              "item": {"kind": "dict", "items": [["label", {"kind": "scalar", "value": 1}],
+                                                 ["weight", {"kind": "scalar", "value": 1}]]}}
+    notes = [p.note for p in sample_parts(sample)]
+    assert notes == ["float32 [3, 224, 224]  0 to 1, mean 0.5"] * 2 + ["1", "1"]
+
+
+def test_nested_items_are_spread_and_empty_images_are_named():
+    view = image_value(RAW, "HWC", 0.0, 255.0, kind="ndarray", shape=[8, 8, 3], dtype="uint8")
+    empty = {"kind": "image", "mode": "RGB", "size": [5, 0],
+             "image": {"shape": [0, 5, 3], "data": b"", "layout": "PIL RGB", "lo": 0.0, "hi": 255.0,
+                       "stride": 1}}
+    item = {"kind": "tuple", "items": [[0, {"kind": "tuple", "items": [[0, view], [1, empty]]}],
+                                       [1, {"kind": "scalar", "value": 3}]]}
+    parts = sample_parts({"item": item})
+    assert [p.label for p in parts] == ["item[0][0]", "item[0][1]", "item[1]"]
+    assert parts[0].pixels is not None and parts[1].pixels is None
+    assert parts[1].note == "PIL RGB image 5 x 0  (an empty image)"
+
+
+def test_pictures_fit_the_pane_and_keep_their_aspect():
+    assert picture_cells(8, 8, 40, 20) == 8  # a cell per pixel column...
+    assert picture_cells(28, 28, 40, 20) == 28
+    assert picture_cells(224, 224, 40, 30) == 32  # ...up to 32 cells
+    assert picture_cells(224, 224, 20, 30) == 20  # and the pane's width
+    assert picture_cells(1024, 40, 40, 20) == 1  # a tall spectrogram: its height fits the pane
+    assert picture.rows(1024, 40, picture_cells(1024, 40, 40, 20)) <= 20
+    assert picture.rows(0, 0, 8) == 1  # an empty image is no division by zero
 
 
 def test_parts_write_text_tokens_and_small_tensors():
@@ -88,6 +124,52 @@ async def test_a_step_without_predictions_still_lists_its_samples(tmp_path):
         assert "samples (no predictions recorded for step 1)" in text and "sample 12 (#0)" in text
         await press(pilot, "end")
         assert "sample 3 (#2)" in screen_text(pilot.app)
+
+
+def _run_with(path, samples: list[dict], predictions: dict | None = None, size: int = 2):
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_batch(w, {"seq": 1, "step": 1, "indices": list(range(40, 40 + size)), "size": size, "detailed": 2})
+        for sample in samples:
+            put_sample(w, 1, sample)
+        if predictions is not None:
+            put_prediction(w, predictions)
+        w.close(status="ok", steps_recorded=1)
+    return path
+
+
+async def test_rows_per_token_are_not_taken_for_samples(tmp_path):
+    """Logits flattened to (B*T, V) with no tokenizer found give a row per token: row 1 is
+    not the batch's sample 1, and neither the table nor the pane may say it is."""
+    rows = [{"top": [["a", 0, 0.9]], "target": "a", "target_index": 0, "correct": True}] * 6
+    run = _run_with(tmp_path / "run", SAMPLES[:2], {"kind": "classes", "step": 1, "samples": rows})
+    async with opened(run, 2) as pilot:
+        await press(pilot, "p")
+        text = _pane(screen_text(pilot.app))
+        assert "these 6 rows are not the batch's 2 samples" in text and "sample 40" not in text
+        assert "  40" not in screen_text(pilot.app)  # no dataset index beside a token's row
+
+
+async def test_pictures_are_sized_again_when_the_pane_resizes(tmp_path):
+    big = np.zeros((64, 64, 3), np.uint8)
+    sample = {"position": 0, "index": 40,
+              "item": image_value(big, "HWC", 0.0, 255.0, kind="ndarray", shape=[64, 64, 3], dtype="uint8")}
+    run = _run_with(tmp_path / "run", [sample], size=1)
+    async with opened(run, 2, size=(160, 48)) as pilot:
+        await press(pilot, "p")
+        pane = pilot.app.screen.query_one(SamplePane)
+        assert pane.query_one(HalfcellImage).styles.width.value == 32
+        await pilot.resize_terminal(80, 24)
+        await press(pilot)
+        narrow = pane.query_one(HalfcellImage)
+        assert narrow.region.right <= pane.content_region.right  # not cut at the pane's edge
+        assert narrow.region.height <= pane.content_region.height
+        await press(pilot, "tab")  # into the pane: j and k scroll it, as in every other pane
+        await press(pilot, "j")
+        assert pane.scroll_y == 1
+        await press(pilot, "k")
+        assert pane.scroll_y == 0
 
 
 def _pane(text: str) -> str:

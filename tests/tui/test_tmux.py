@@ -23,7 +23,11 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 
 def _tmux(socket: str, *args: str) -> str:
-    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True).stdout
+    # Without COLUMNS/LINES (pytest's plugins export 80x24): the app would take them over
+    # the window's real size, as shutil.get_terminal_size does.
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True,
+                          env=env).stdout
 
 
 def _screen_with(socket: str, text: str, timeout: float = 20.0) -> str:
@@ -70,11 +74,14 @@ def test_step_forward_three_and_back_two_in_tmux(recorded_run, tmp_path):
         _tmux(socket, "send-keys", "-t", "tvis", "p")
         screen = _screen_with(socket, "predictions from F.cross_entropy")  # read by a worker
         assert "loss per step" in screen and " right" in screen
+        assert max(len(line) for line in screen.splitlines()) == 120  # the app has the whole window
         assert any(name in screen for name in ("stripes", "checks", "ring", "blob"))
         # The first sample as its transforms made it. `--images auto` asked the terminal:
-        # tmux (3.3, built without sixel) offers no image protocol, so half blocks.
-        assert "transform input (Compose)" in screen and "float32 [3, 16, 16]" in screen
-        assert "▀" * 16 in screen  # the 16 x 16 picture, a cell per pixel column
+        # tmux (3.3, built without sixel) offers no image protocol, so half blocks: the
+        # 16 x 16 picture, a cell per pixel column. Words are read however the pane wraps.
+        screen = _screen_with(socket, "▀" * 16)
+        words = " ".join(screen.split())
+        assert "transform input (Compose)" in words and "float32 [3, 16, 16]" in words
         _tmux(socket, "send-keys", "-t", "tvis", "Escape")
         _screen_with(socket, f"call 2 of {total}")
         _tmux(socket, "send-keys", "-t", "tvis", "q")

@@ -55,6 +55,7 @@ class StepScreen(Screen[None]):
         self.numbers: list[int] = []  # every step of the run, as the call tree lists them
         self.batch: dict[str, Any] | None = None  # the step's DataLoader batch, when one made it
         self.samples: dict[int, dict[str, Any]] = {}  # its sample records by position
+        self.rows = 0  # rows of the predictions table (samples, or tokens or pixels)
         self.plotted = "loss"  # a key of PLOTTED
 
     def compose(self) -> ComposeResult:
@@ -105,7 +106,11 @@ class StepScreen(Screen[None]):
         self.query_one("#step-measures", Static).update(measures)
         self._plot(steps)
         indices = batch.get("indices") if batch is not None else None
-        self._table(record, *losses, indices if isinstance(indices, list) else None)
+        indices = indices if isinstance(indices, list) else None
+        self.rows = len(record.get("samples", [])) if record is not None else len(indices or ())
+        if batch is not None and self.rows != _batch_size(batch):
+            indices = None  # rows per token or pixel: row i is not sample i
+        self._table(record, *losses, indices)
         self.query_one(SamplePane).display = batch is not None
         self._show_sample(self.query_one(RowTable).cursor_row)
 
@@ -178,11 +183,13 @@ class StepScreen(Screen[None]):
         if self.batch is None:
             return
         pane = self.query_one(SamplePane)
-        indices = self.batch.get("indices")
-        size = self.batch.get("size", len(indices) if isinstance(indices, list) else 0)
+        size = _batch_size(self.batch)
+        if self.rows != size:
+            pane.show("sample", None, f"these {self.rows} rows are not the batch's {size} samples "
+                                      "(one per token or pixel?): pick a sample in the data phase")
+            return
         sample = self.samples.get(position)
-        index = sample.get("index") if sample else indices[position] if (
-            isinstance(indices, list) and position < len(indices)) else None
+        index = _dataset_index(self.batch, sample, position)
         # Named as the table names it: the dataset index under "sample", the position under "#".
         title = (f"sample {index} " if index is not None else "sample ") + f"(#{position})"
         if sample is not None and any(key in sample for key in ("item", "transforms", "tokens")):
@@ -217,6 +224,18 @@ def sample_losses(reader: RunReader, step: StepRecord) -> tuple[dict[int, float]
     values = reader.values(summary["seq"], slot) if slot is not None and slot.has_values else None
     losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
     return losses, set(worst)
+
+
+def _batch_size(batch: dict[str, Any]) -> int:
+    indices = batch.get("indices")
+    return int(batch.get("size") or (len(indices) if isinstance(indices, list) else 0))
+
+
+def _dataset_index(batch: dict[str, Any], sample: dict[str, Any] | None, position: int) -> Any:
+    if sample is not None and "index" in sample:
+        return sample["index"]
+    indices = batch.get("indices")
+    return indices[position] if isinstance(indices, list) and position < len(indices) else None
 
 
 def step_batch(reader: RunReader, step: int) -> dict[str, Any] | None:

@@ -67,7 +67,16 @@ def picture(pixels: np.ndarray, width: int) -> Widget:
 
 def rows(height_px: int, width_px: int, width: int) -> int:
     """Rows that keep the image's aspect `width` cells wide, in this terminal's cells."""
-    from textual_image._terminal import get_cell_size  # what its renderers scale by
+    cell_width, cell_height = _cell_size()
+    return max(1, round(width * cell_width * height_px / max(width_px, 1) / cell_height))
 
+
+def _cell_size() -> tuple[int, int]:
+    """The terminal cell's size in pixels as textual-image measured it (what its
+    renderers scale by); its module is private, so a later release may move it."""
+    try:
+        from textual_image._terminal import get_cell_size
+    except ImportError:
+        return 10, 20  # textual-image's own default (a VT340's cell)
     cell = get_cell_size()
-    return max(1, round(width * cell.width * height_px / width_px / cell.height))
+    return cell.width, cell.height

@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tvis_tui.store.samples import array, image
 from tvis_tui.widgets.format import number, shape
-from tvis_tui.widgets.picture import picture
+from tvis_tui.widgets.picture import picture, rows
 
 MAX_PICTURE_CELLS = 32
 """Widest picture in cells; a small image is drawn one cell per pixel column, at most this."""
@@ -45,8 +47,25 @@ class Part:
 def sample_parts(sample: dict[str, Any]) -> list[Part]:
     """What the pane shows for one sample record (store/samples.py), in the order the data
     went: transforms first, then the item; a value met before is named, not drawn again."""
+    named, after_stage = _named_values(sample)
+    parts: list[Part] = []
+    for i, (label, value) in enumerate(named):
+        earlier = next((name for name, seen in named[:i] if seen == value), None) if _exact(value) else None
+        if earlier is None:
+            parts.append(_part(label, value))
+        elif i in after_stage and earlier == named[i - 1][0]:
+            # A stage that returned its input: the transform did nothing to this sample.
+            parts.append(Part(label, f"unchanged from {earlier}"))
+        else:
+            parts.append(Part(label, f"same as {earlier}"))
+    return parts
+
+
+def _named_values(sample: dict[str, Any]) -> tuple[list[tuple[str, Any]], set[int]]:
+    """(label, value description) in the order the data went, and the positions of
+    transform stages' outputs among them."""
     named: list[tuple[str, Any]] = []
-    after_stage: set[int] = set()  # positions in `named` of a stage's output
+    after_stage: set[int] = set()
     for call in sample.get("transforms", []):
         attr, name = call.get("attr", "transform"), call.get("name", "")
         named.append((f"{attr} input ({name})" if name else f"{attr} input", call.get("input")))
@@ -55,26 +74,34 @@ def sample_parts(sample: dict[str, Any]) -> list[Part]:
         after_stage.update(range(len(named) - len(stages), len(named)))
         if "output" in call:
             named.append((f"{attr} output", call["output"]))
-    item = sample.get("item")
-    if isinstance(item, dict) and item.get("kind") in ("tuple", "list", "dict"):
-        named += [(f"item[{key!r}]" if isinstance(key, str) else f"item[{key}]", value)
-                  for key, value in item.get("items", [])]
-    elif item is not None:
-        named.append(("item", item))
+    if sample.get("item") is not None:
+        named += _items("item", sample["item"])
     for call in sample.get("tokens", []):
         named.append((f"{call.get('tokenizer', 'tokenizer')}.{call.get('method', '')}",
                       {"kind": "tokens", **call}))
-    parts: list[Part] = []
-    for i, (label, value) in enumerate(named):
-        earlier = next((name for name, seen in named[:i] if seen == value), None)
-        if earlier is not None and isinstance(value, dict):
-            # A stage that returned its input: the transform did nothing to this sample.
-            unchanged = i in after_stage and earlier == named[i - 1][0]
-            same = f"unchanged from {earlier}" if unchanged else f"same as {earlier}"
-            parts.append(Part(label, same))
-        else:
-            parts.append(_part(label, value))
-    return parts
+    return named, after_stage
+
+
+def _items(label: str, value: Any, depth: int = 0) -> list[tuple[str, Any]]:
+    """A tuple, list or dict item spread into its members (two levels: `((a, b), y)`)."""
+    if not (isinstance(value, dict) and value.get("kind") in ("tuple", "list", "dict")) or depth >= 2:
+        return [(label, value)]
+    out: list[tuple[str, Any]] = []
+    for key, member in value.get("items", []):
+        out += _items(f"{label}[{key!r}]" if isinstance(key, str) else f"{label}[{key}]", member, depth + 1)
+    return out
+
+
+def _exact(value: Any) -> bool:
+    """Whether two equal descriptions of this value mean equal values: they hold the
+    values themselves, or a whole-resolution image of them. Statistics alone (values past
+    the byte cap, `--capture summary`) are the same for a flipped or recoloured image."""
+    if not isinstance(value, dict):
+        return False
+    if value.get("kind") == "text" or value.get("values") is not None:
+        return True
+    view = value.get("image")
+    return isinstance(view, dict) and view.get("data") is not None and view.get("stride") == 1
 
 
 def _part(label: str, value: Any) -> Part:
@@ -103,9 +130,13 @@ def _array_part(label: str, value: dict[str, Any]) -> Part:
     else:
         about = f"{value.get('dtype', '')} {shape(tuple(value.get('shape', ())))}"
     pixels = image(value)
+    if pixels is not None and pixels.size == 0:
+        return Part(label, about + "  (an empty image)")
     if pixels is not None:
         return Part(label, about + _drawn_range(value["image"]), pixels=pixels)
     values = array(value)
+    if values is not None and values.dtype.kind == "c":
+        values = None  # complex: the statistics say more than the real parts would
     integer = values is not None and values.dtype.kind in "biu"
     if values is not None and values.size <= (SHOWN_INTEGERS if integer else SHOWN_VALUES):
         return Part(label, about, text=" ".join(number(float(v), integer=integer) for v in values.reshape(-1)))
@@ -128,8 +159,8 @@ def _drawn_range(view: dict[str, Any]) -> str:
 
 def _tokens(label: str, call: dict[str, Any]) -> Part:
     ids = call.get("ids")
-    shown = " ".join(map(str, ids[:SHOWN_VALUES])) if isinstance(ids, list) else ""
-    more = " …" if call.get("n_ids", 0) > SHOWN_VALUES else ""
+    shown = " ".join(map(str, ids[:SHOWN_INTEGERS])) if isinstance(ids, list) else ""
+    more = " …" if call.get("n_ids", 0) > SHOWN_INTEGERS else ""
     text = call.get("text")
     return Part(label, f"{call.get('n_ids', 0)} ids  {shown}{more}",
                 text=text if isinstance(text, str) else " | ".join(text) if isinstance(text, list) else None)
@@ -138,23 +169,55 @@ def _tokens(label: str, call: dict[str, Any]) -> Part:
 class SamplePane(VerticalScroll):
     """The sample of the selected row; `show` replaces what it holds."""
 
+    BINDINGS = [
+        Binding("j", "scroll_down", "Down", show=False),
+        Binding("k", "scroll_up", "Up", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._shown: tuple[str, dict[str, Any] | None, str] | None = None
+        self._width = 0  # the content width the pictures were sized for
+
     def show(self, title: str, sample: dict[str, Any] | None, why_not: str = "") -> None:
+        if self._shown == (title, sample, why_not):
+            return  # a table refill highlights the row already shown
+        self._shown = (title, sample, why_not)
         self.border_title = title
         self.remove_children()
+        self._width = self.scrollable_content_region.width
         if sample is None:
             self.mount(Static(Text(why_not, style="dim italic")))
             return
-        widgets = []
-        for part in sample_parts(sample):
+        self.mount_all(self._widgets(sample_parts(sample)))
+        self.scroll_home(animate=False)
+
+    def _widgets(self, parts: list[Part]) -> list[Widget]:
+        widgets: list[Widget] = []
+        room = self.scrollable_content_region
+        for part in parts:
             widgets.append(Static(Text(part.label, style="bold"), classes="part-label"))
             widgets.append(Static(Text(part.note, style="dim"), classes="part-note"))
             if part.pixels is not None:
-                widgets.append(picture(part.pixels, self._cells(part.pixels)))
+                height, width = part.pixels.shape[:2]
+                cells = picture_cells(height, width, room.width - 1, room.height - 1)
+                widgets.append(picture(part.pixels, cells))
             if part.text is not None:
                 widgets.append(Static(Text(part.text), classes="part-text"))
-        self.mount_all(widgets)
-        self.scroll_home(animate=False)
+        return widgets
 
-    def _cells(self, pixels: np.ndarray) -> int:
-        room = max(self.scrollable_content_region.width - 1, MIN_PICTURE_CELLS)
-        return max(min(pixels.shape[1], MAX_PICTURE_CELLS, room), MIN_PICTURE_CELLS)
+    def on_resize(self) -> None:
+        """Pictures are sized in cells when shown: size them again for the new width."""
+        if self._shown is not None and self.scrollable_content_region.width != self._width:
+            shown, self._shown = self._shown, None
+            self.show(*shown)
+
+
+def picture_cells(height_px: int, width_px: int, room_width: int, room_height: int) -> int:
+    """How many cells wide to draw a picture: a cell per pixel column, at least
+    MIN_PICTURE_CELLS and at most MAX_PICTURE_CELLS, within the pane's width, and narrow
+    enough that its height fits the pane (a 1024 x 40 spectrogram drawn whole)."""
+    cells = min(max(width_px, MIN_PICTURE_CELLS), MAX_PICTURE_CELLS, max(room_width, MIN_PICTURE_CELLS))
+    while cells > 1 and rows(height_px, width_px, cells) > max(room_height, 1):
+        cells -= 1
+    return cells
