@@ -101,3 +101,72 @@ list(map(iteration, batches))
     assert steps[0][-1] == ("optimizer", "SGD")
     assert steps[1][:2] == [("module", "Linear"), ("module", "Linear")]  # the metric's forward first
     assert steps[3] == [("module", "Linear")]
+
+
+def test_a_while_condition_loop_inside_an_epoch_loop(run_inprocess):
+    # On 3.11 `while cond:` closes with a conditional backward jump: still the loop.
+    code, run = run_inprocess(PREAMBLE + """
+for epoch in range(2):
+    it = iter(loader)
+    i = 0
+    while i < 3:
+        x, y = next(it)
+        train_step(x, y)
+        accuracy(model(x), y)
+        i += 1
+""")
+    assert code == 0
+    assert _steps(run) == [ONE_ITERATION] * 6
+
+
+def test_a_library_loop_between_the_step_and_a_user_loop_ends_the_step_at_once(run_inprocess, tmp_path):
+    """A sweep around a trainer's fit(): the sweep loop is not the iteration. The library
+    runs the training loop, so the step ends at step() (and the next batch from the same
+    loader ends it at the latest)."""
+    library = tmp_path.parent / f"{tmp_path.name}_site"
+    library.mkdir()
+    (library / "minitrainer.py").write_text(
+        "def fit(opt, loader, training_step):\n"
+        "    for batch in loader:\n"
+        "        loss = training_step(batch)\n"
+        "        opt.zero_grad()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n")
+    code, run = run_inprocess(f"import sys\nsys.path.insert(0, {str(library)!r})\nimport minitrainer\n"
+                              + PREAMBLE + """
+for lr in (0.1, 0.01):
+    minitrainer.fit(opt, loader, lambda batch: nn.functional.cross_entropy(model(batch[0]), batch[1]))
+""", steps=3)
+    assert code == 0
+    kinds = [[kind for kind, _ in step] for step in _steps(run)]
+    assert kinds == [["data", "module", "function", "backward", "optimizer"]] * 3  # no 4th batch
+
+
+def test_the_loop_heads_line_shapes_belong_to_the_batch_it_draws(run_inprocess, tmp_path):
+    code, run = run_inprocess(PREAMBLE + """
+for x, y in loader:
+    train_step(x, y)
+""", steps=3)
+    assert code == 0
+    script = str(tmp_path / "train.py")
+    lines = (tmp_path / "train.py").read_text().splitlines()
+    head = lines.index("for x, y in loader:") + 1
+    for step in (1, 2, 3):
+        shapes = run.line_shapes(script, step)[head]
+        assert [(s.name, s.shape, s.hits) for s in shapes] == [("x", (8, 4), 1), ("y", (8,), 1)]
+
+
+def test_a_break_ends_the_step_where_the_loop_is_left(run_inprocess):
+    code, run = run_inprocess(PREAMBLE + """
+for epoch in range(2):
+    for i, (x, y) in enumerate(loader):
+        train_step(x, y)
+        if i == 1:
+            break
+    accuracy(model(x), y)  # after the loop: not part of the iteration that broke out
+""")
+    assert code == 0
+    steps = _steps(run)
+    assert [names.count(("data", "DataLoader")) for names in steps] == [1, 1, 1, 1, 0]
+    assert steps[1][-1] == ("function", "train_step") and steps[2][0] == ("module", "Linear")
+    assert steps[4] == [("module", "Linear"), ("function", "accuracy")] and not run.steps()[4].complete

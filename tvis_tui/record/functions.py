@@ -356,14 +356,21 @@ def _arguments(frame: FrameType) -> Any:
         if name in values and not (i == 0 and name in ("self", "cls")))
 
 
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
 def _loops(code: CodeType) -> tuple[tuple[int, int], ...]:
-    """(first, last) bytecode offsets of each loop: a backward jump and its target."""
-    spans = []
+    """(first, last) bytecode offsets of each loop: its head (a backward jump's target)
+    and the last backward jump to it. Every backward jump counts (`while cond:` ends with
+    a conditional one on 3.11), except JUMP_BACKWARD_NO_INTERRUPT: `await` and
+    `yield from` loop on it, not the user."""
+    last: dict[int, int] = {}
     for ins in dis.get_instructions(code):
-        if ins.opname.startswith("JUMP_BACKWARD") or (
-                ins.opname == "JUMP_ABSOLUTE" and isinstance(ins.argval, int) and ins.argval < ins.offset):
-            spans.append((int(ins.argval), ins.offset))
-    return tuple(spans)
+        if (ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval < ins.offset
+                and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
+            last[ins.argval] = max(last.get(ins.argval, 0), ins.offset)
+    # One span per head: a `continue` or an except clause jumps back to it as well.
+    return tuple(sorted(last.items()))
 
 
 def _is_module_forward(frame: FrameType) -> bool:

@@ -4,13 +4,21 @@ A step's optimizers have all stepped, but its iteration goes on: a scheduler ste
 print of the loss, a metric, a decoded sample, an evaluation every N steps. Those report
 on the step just taken, so the step ends only when the loop around the `optimizer.step()`
 call comes back to its head: the target of its backward jump, where `for` draws the next
-item and `while` tests again. The loop is the innermost one, at the call, of the nearest
+item and `while` tests again; or leaves the loop (a `break`, an exception caught outside). The loop is the innermost one, at the call, of the nearest
 user frame that holds one (`main()`'s `for batch in loader:`, also when the step is taken
 inside a `train_step()` it calls). A line tracer on that one frame watches for the head;
 if the frame returns first (the loop was its last), that ends the step too.
 
-Where no user frame holds a loop (a library's training loop), the step ends at once, as
-it always did: nothing tells where that iteration ends.
+Where no user frame holds a loop, or a library frame lies between the step and the user's
+loop (a trainer's `fit()` runs the real training loop), the step ends at once, as it
+always did: nothing tells where that iteration ends. The recorder also ends a pending step
+when the DataLoader iterator that fed it draws again, or a new backward() begins.
+
+Known limits: a loop in C between the step and the user's loop (`map(train_step, ...)`)
+leaves no frame, so the loop around it is taken, and the step ends at the next backward()
+or batch instead. The loop is the innermost one around the call. When that is an inner loop of
+the iteration (`for opt in optimizers: opt.step()`, a generator that yields after the
+step), the step ends at that loop's head, and calls after it go to the next step.
 """
 
 from __future__ import annotations
@@ -24,40 +32,53 @@ that is not the user's."""
 
 
 class LoopHead:
-    """Calls `reached` once, when `frame` comes back to bytecode offset `head` or returns.
-    Any local tracer the frame had goes on receiving every event."""
+    """Calls `reached` once, when `frame` comes back to the head of the loop spanning
+    bytecode offsets `loop`, leaves that loop (a `break`, an exception caught outside it)
+    or returns. Any local tracer the frame had goes on receiving every event, after the
+    step has ended: the head's line (`for x, y in loader:` binding the next batch) belongs
+    to the next step."""
 
-    def __init__(self, frame: FrameType, head: int, reached: Callable[[], None]) -> None:
-        self.head = head
+    def __init__(self, frame: FrameType, loop: tuple[int, int], reached: Callable[[], None]) -> None:
+        self.head, self.last = loop
         self.reached: Callable[[], None] | None = reached
         self._previous: Any = frame.f_trace
         frame.f_trace = self.event
 
     def event(self, frame: FrameType, event: str, arg: Any) -> Any:
+        reached = self.reached
+        if reached is not None and (event == "return" or (event == "line" and self._left_body(frame.f_lasti))):
+            self.reached = None
+            reached()
         previous = self._previous
         if previous is not None:
             self._previous = previous(frame, event, arg)
-        reached = self.reached
-        if reached is not None and (event == "return" or (event == "line" and frame.f_lasti == self.head)):
-            self.reached = None
-            reached()
         return self.event if self.reached is not None else self._previous
+
+    def _left_body(self, offset: int) -> bool:
+        return offset == self.head or not self.head <= offset <= self.last
 
     def cancel(self) -> None:
         """Stop watching: a later event calls nothing (the frame's own tracer still runs)."""
         self.reached = None
 
 
-def loop_head(frame: FrameType | None, loops: Loops) -> tuple[FrameType, int] | None:
-    """The nearest frame from `frame` outward that is inside a loop of user code, and the
-    bytecode offset of that loop's head (of the innermost loop, when loops nest)."""
+def loop_head(frame: FrameType | None, loops: Loops) -> tuple[FrameType, tuple[int, int]] | None:
+    """The nearest user frame from `frame` outward that is inside a loop, and that loop's
+    (head, last) bytecode offsets (the innermost loop, when loops nest). Library frames
+    before the first user frame (torch's optimizer wrappers) are passed over; one after it
+    ends the search: that library runs the training loop (a trainer's `fit()`), and a
+    user loop further out (a sweep over learning rates) is not the iteration."""
+    seen_user_code = False
     while frame is not None:
         spans = loops(frame.f_code)
-        if spans:
+        if spans is None:
+            if seen_user_code:
+                return None
+        else:
+            seen_user_code = True
             here = frame.f_lasti
             around = [(first, last) for first, last in spans if first <= here <= last]
             if around:
-                first, _ = min(around, key=lambda span: span[1] - span[0])
-                return frame, first
+                return frame, min(around, key=lambda span: span[1] - span[0])
         frame = frame.f_back
     return None

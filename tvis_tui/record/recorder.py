@@ -263,7 +263,7 @@ class Recorder:
         its head (loop_head.py); None where no loop of user code holds the step."""
         if not self.functions.live:
             return None  # no trace function: a frame's line tracer would never be called
-        found = loop_head(sys._getframe(1), self.functions.loops)
+        found = loop_head(sys._getframe(), self.functions.loops)
         if found is None:
             return None
         return LoopHead(*found, lambda: self._guard(reached))
@@ -452,6 +452,8 @@ class Recorder:
     def _next_batch(self, original: Callable[..., Any], iterator: Any) -> Any:
         if torch.compiler.is_compiling() or not self._active():
             return original(iterator)
+        if self.steps.pending is not None and self.steps.fed_by(id(iterator)):
+            self._guard(self.steps.end_pending)  # the next batch: its loop head went unseen
         self._stop_if_done()
         call = self._guard(self._open_batch, iterator, sys._getframe(2))
         try:
@@ -469,6 +471,7 @@ class Recorder:
         return batch
 
     def _open_batch(self, iterator: Any, frame: Any) -> OpenCall:
+        self.steps.note_batch(id(iterator))
         dataset = getattr(iterator, "_dataset", None)
         return self.log.open(kind="data", name="DataLoader", type_=type(dataset).__name__,
                              phase="data", owner=id(iterator), call_site=self.sites.call_site(frame),

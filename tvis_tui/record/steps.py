@@ -9,7 +9,8 @@ The rule, in order:
    many times it calls the closure. A complete step ends when its iteration does: when the
    loop around the step comes back to its head (loop_head.py), so that the scheduler
    step, logging and evaluation after `step()` belong to the step they report on; at once
-   where no loop of user code is found. Another backward() or optimizer step ends it too.
+   where no loop of user code is found. Another backward() or optimizer step, or another
+   batch from the DataLoader iterator that fed the step, ends it too.
 2. Repeat rule. If an optimizer is about to step a second time in the current step
    (a created optimizer that never steps, or a GradScaler skipping one), the step ends
    just before that call.
@@ -65,6 +66,7 @@ class StepTracker:
         self._losses: list[float] = []
         self._closure_losses = 0
         self._extra: dict[str, Any] = {}  # what other parts of the recorder add (note_extra)
+        self._sources: set[int] = set()  # ids of the DataLoader iterators that fed this step
         self._phase_ns = dict.fromkeys(PHASES, 0)
         self._phase_overhead: dict[str, int] = {}
         self._gpu_events: list[tuple[str, Any, Any]] = []
@@ -104,6 +106,13 @@ class StepTracker:
             if in_closure:
                 self._closure_losses += 1
 
+    def note_batch(self, source: int) -> None:
+        """A batch was drawn from the DataLoader iterator `source` in this step."""
+        self._sources.add(source)
+
+    def fed_by(self, source: int) -> bool:
+        return source in self._sources
+
     def note_extra(self, key: str, value: Any) -> None:
         """Set `extra[key]` of the current step's record (the last value set wins)."""
         with self._lock:
@@ -135,6 +144,8 @@ class StepTracker:
 
     def _complete(self, rule: str) -> None:
         """The step is complete: it ends when its iteration does, or now."""
+        if self.pending is not None:  # an optimizer first seen after the step was complete
+            self.pending[1].cancel()
         watcher = self.next_iteration(self.end_pending) if self.next_iteration is not None else None
         if watcher is None:
             self.end(rule)
@@ -148,10 +159,10 @@ class StepTracker:
 
     def end(self, rule: str, complete: bool = True) -> None:
         """Write the current step's record and start the next step."""
-        if self.pending is not None:
-            self.pending[1].cancel()
-            self.pending = None
         with self._lock:
+            if self.pending is not None:
+                self.pending[1].cancel()
+                self.pending = None
             now = time.perf_counter_ns()
             if self._first is not None:
                 self._put_step(now, rule, complete)
