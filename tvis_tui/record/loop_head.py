@@ -4,8 +4,9 @@ A step's optimizers have all stepped, but its iteration goes on: a scheduler ste
 print of the loss, a metric, a decoded sample, an evaluation every N steps. Those report
 on the step just taken, so the step ends only when the loop around the `optimizer.step()`
 call comes back to its head: the target of its backward jump, where `for` draws the next
-item and `while` tests again; or leaves the loop (a `break`, an exception caught outside). The loop is the innermost one, at the call, of the nearest
-user frame that holds one (`main()`'s `for batch in loader:`, also when the step is taken
+item and `while` tests again; or leaves the loop (a `break`, an exception caught
+outside). The loop is the innermost one, at the call, of the nearest user frame that
+holds one (`main()`'s `for batch in loader:`, also when the step is taken
 inside a `train_step()` it calls). A line tracer on that one frame watches for the head;
 if the frame returns first (the loop was its last), that ends the step too.
 
@@ -16,8 +17,8 @@ when the DataLoader iterator that fed it draws again, or a new backward() begins
 
 Known limits: a loop in C between the step and the user's loop (`map(train_step, ...)`)
 leaves no frame, so the loop around it is taken, and the step ends at the next backward()
-or batch instead. The loop is the innermost one around the call. When that is an inner loop of
-the iteration (`for opt in optimizers: opt.step()`, a generator that yields after the
+or batch instead. The loop is the innermost one around the call: when that is an inner
+loop of the iteration (`for opt in optimizers: opt.step()`, a generator that yields after the
 step), the step ends at that loop's head, and calls after it go to the next step.
 """
 

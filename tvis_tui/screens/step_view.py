@@ -68,7 +68,6 @@ class StepScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#predictions").border_title = "predictions"
         self.query_one(RowTable).focus()
         self.load(self.step)
 
@@ -105,11 +104,7 @@ class StepScreen(Screen[None]):
         measures = step_measures(this) if this is not None else Text("not finished: nothing measured yet", style="dim")
         self.query_one("#step-measures", Static).update(measures)
         self._plot(steps)
-        indices = batch.get("indices") if batch is not None else None
-        indices = indices if isinstance(indices, list) else None
-        self.rows = len(record.get("samples", [])) if record is not None else len(indices or ())
-        if batch is not None and self.rows != _batch_size(batch):
-            indices = None  # rows per token or pixel: row i is not sample i
+        self.rows, indices = _rows_and_indices(record, batch)
         self._table(record, *losses, indices)
         self.query_one(SamplePane).display = batch is not None
         self._show_sample(self.query_one(RowTable).cursor_row)
@@ -224,6 +219,18 @@ def sample_losses(reader: RunReader, step: StepRecord) -> tuple[dict[int, float]
     values = reader.values(summary["seq"], slot) if slot is not None and slot.has_values else None
     losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
     return losses, set(worst)
+
+
+def _rows_and_indices(record: dict[str, Any] | None, batch: dict[str, Any] | None
+                      ) -> tuple[int, list[Any] | None]:
+    """How many rows the table has, and the dataset index of each when row i is the
+    batch's sample i (not when rows are tokens or pixels)."""
+    indices = batch.get("indices") if batch is not None else None
+    indices = indices if isinstance(indices, list) else None
+    rows = len(record.get("samples", [])) if record is not None else len(indices or ())
+    if batch is not None and rows != _batch_size(batch):
+        indices = None
+    return rows, indices
 
 
 def _batch_size(batch: dict[str, Any]) -> int:
