@@ -56,7 +56,7 @@ class StepTracker:
         # Watches for the next iteration and calls its argument then (the recorder sets
         # it); returns something with cancel(), or None when it cannot watch.
         self.next_iteration: Callable[[Callable[[], None]], Any] | None = None
-        self.pending: tuple[str, Any] | None = None  # a complete step's rule and watcher
+        self.pending: tuple[str, Any] | None = None  # a complete step's rule and watcher (or None)
         self._optimizers_seen = 0
         self._reset(time.perf_counter_ns())
 
@@ -143,12 +143,14 @@ class StepTracker:
         return False
 
     def _complete(self, rule: str) -> None:
-        """The step is complete: it ends when its iteration does, or now."""
-        if self.pending is not None:  # an optimizer first seen after the step was complete
-            self.pending[1].cancel()
+        """The step is complete: it ends when its iteration does, or now. It is pending
+        from here on, so that a Ctrl-C landing inside `end()` leaves it for `finish()` to
+        end again, complete, rather than as an unfinished step."""
+        self._cancel_watcher()  # an optimizer first seen after the step was complete
+        self.pending = (rule, None)
         watcher = self.next_iteration(self.end_pending) if self.next_iteration is not None else None
         if watcher is None:
-            self.end(rule)
+            self.end_pending()
         else:
             self.pending = (rule, watcher)
 
@@ -157,17 +159,22 @@ class StepTracker:
         if self.pending is not None:
             self.end(self.pending[0])
 
+    def _cancel_watcher(self) -> None:
+        if self.pending is not None and self.pending[1] is not None:
+            self.pending[1].cancel()
+
     def end(self, rule: str, complete: bool = True) -> None:
         """Write the current step's record and start the next step."""
         with self._lock:
-            if self.pending is not None:
-                self.pending[1].cancel()
-                self.pending = None
+            self._cancel_watcher()
             now = time.perf_counter_ns()
             if self._first is not None:
                 self._put_step(now, rule, complete)
                 self.rules.add(rule)
-                self.step += 1
+                # One statement, no call in it: a Ctrl-C cannot land between these (finish()
+                # would end the step twice, or once more as unfinished).
+                self.pending, self.step, self._first = None, self.step + 1, None
+            self.pending = None
             self._stepped.clear()
             self._reset(now)
 
