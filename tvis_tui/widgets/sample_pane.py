@@ -137,16 +137,20 @@ def _array_part(label: str, value: dict[str, Any]) -> Part:
     values = array(value)
     if values is not None and values.dtype.kind == "c":
         values = None  # complex: the statistics say more than the real parts would
-    integer = values is not None and values.dtype.kind in "biu"
-    if values is not None and values.size <= (SHOWN_INTEGERS if integer else SHOWN_VALUES):
-        return Part(label, about, text=" ".join(number(float(v), integer=integer) for v in values.reshape(-1)))
-    if integer:
-        shown = " ".join(str(int(v)) for v in values.reshape(-1)[:SHOWN_INTEGERS])
-        return Part(label, about + f", the first {SHOWN_INTEGERS}", text=shown + " …")
+    if values is not None and values.dtype.kind in "biu":  # ids and labels in full, exactly
+        shown, more = _listed([int(v) for v in values.reshape(-1)[:SHOWN_INTEGERS + 1]])
+        return Part(label, about + (f", the first {SHOWN_INTEGERS}" if more else ""), text=shown + more)
+    if values is not None and values.size <= SHOWN_VALUES:
+        return Part(label, about, text=" ".join(number(float(v)) for v in values.reshape(-1)))
     stats = value.get("stats") or {}
     if stats.get("min") is not None:
         about += f"  {number(stats['min'])} to {number(stats['max'])}, mean {number(stats.get('mean'))}"
     return Part(label, about)
+
+
+def _listed(values: list[Any]) -> tuple[str, str]:
+    """The first SHOWN_INTEGERS values, and " …" when there are more."""
+    return " ".join(map(str, values[:SHOWN_INTEGERS])), " …" if len(values) > SHOWN_INTEGERS else ""
 
 
 def _drawn_range(view: dict[str, Any]) -> str:
@@ -159,8 +163,8 @@ def _drawn_range(view: dict[str, Any]) -> str:
 
 def _tokens(label: str, call: dict[str, Any]) -> Part:
     ids = call.get("ids")
-    shown = " ".join(map(str, ids[:SHOWN_INTEGERS])) if isinstance(ids, list) else ""
-    more = " …" if call.get("n_ids", 0) > SHOWN_INTEGERS else ""
+    shown = _listed(ids)[0] if isinstance(ids, list) else ""
+    more = " …" if call.get("n_ids", 0) > SHOWN_INTEGERS else ""  # n_ids: every id, batched too
     text = call.get("text")
     return Part(label, f"{call.get('n_ids', 0)} ids  {shown}{more}",
                 text=text if isinstance(text, str) else " | ".join(text) if isinstance(text, list) else None)
