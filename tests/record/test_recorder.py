@@ -269,8 +269,15 @@ torch.save({"model": net.state_dict(), "opt": opt.state_dict()}, sys.argv[1])
 """
 
 
-def test_a_compiled_training_step_records_its_steps_and_trains_the_same(tmp_path):
-    write_script(tmp_path, COMPILED_STEP)
+# Dynamo traces into the functions tvis wraps (F.cross_entropy, decoded for predictions):
+# it crashed there (InternalTorchDynamoError) before the wrappers stood aside while compiling.
+COMPILED_CLASSIFIER_STEP = COMPILED_STEP.replace("nn.Linear(4, 1)", "nn.Linear(4, 3)").replace(
+    "net(x).sum()", "nn.functional.cross_entropy(net(x), torch.tensor([0, 2]))")
+
+
+@pytest.mark.parametrize("script", [COMPILED_STEP, COMPILED_CLASSIFIER_STEP], ids=["sum", "cross_entropy"])
+def test_a_compiled_training_step_records_its_steps_and_trains_the_same(tmp_path, script):
+    write_script(tmp_path, script)
     traced = train_plain_and_under_tvis(tmp_path, "train.py", ["plain.pt"], ["traced.pt"],
                                         flags=("--steps", "3"))
     assert_same_state(tmp_path / "plain.pt", tmp_path / "traced.pt")

@@ -164,6 +164,10 @@ class Recorder:
         original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
 
         def wrapped(*args: Any, **kwargs: Any) -> Any:
+            # Inside a torch.compile'd function dynamo traces this call: tvis's bookkeeping
+            # there would be traced into the graph (or crash dynamo), so the original runs.
+            if torch.compiler.is_compiling():
+                return original(*args, **kwargs)
             return wrapper(original, *args, **kwargs)
 
         wrapped.__wrapped__ = original  # type: ignore[attr-defined]
@@ -490,7 +494,7 @@ class Recorder:
     def _loss_function(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         stack = self.log.stack
         inside_loss_module = bool(stack) and stack[-1].record.phase == "loss"
-        if torch.compiler.is_compiling() or not self._active() or inside_loss_module:
+        if not self._active() or inside_loss_module:
             return original(*args, **kwargs)
         self._stop_if_done()
         call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
