@@ -247,6 +247,28 @@ for x, y in DataLoader(data, batch_size=8, num_workers=2):
     assert [s.shape for s in run.slots(1, "output")] == [(8, 4), (8, 1)]
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")  # torch 2.13 deprecates it
+@pytest.mark.parametrize("make", ["torch.jit.script(net)", "torch.jit.trace(net, torch.ones(2, 4))"])
+def test_a_torchscript_module_is_recorded_as_one_call_and_said_so(run_inprocess, make):
+    code, run = run_inprocess(HEADER + f"""
+net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+scripted = {make}
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    scripted(torch.ones(2, 4)).sum().backward()
+    opt.step()
+""")
+    assert code == 0 and run.meta()["steps_recorded"] == 2
+    assert "Sequential is TorchScript (torch.jit): the calls inside it were not recorded " \
+        "(its own inputs and outputs were)" in run.meta()["warnings"]
+    second = run.steps()[1]  # step 1 holds the eager run torch.jit.trace checks itself by
+    calls = run.calls(second.first_seq, second.last_seq)
+    assert [c.kind for c in calls] == ["module", "backward", "optimizer"]
+    assert calls[0].type.endswith(("ScriptModule", "TracedModule"))
+    assert [s.shape for s in run.slots(calls[0].seq, "output")] == [(2, 1)]
+
+
 COMPILED_STEP = """
 import sys
 import torch

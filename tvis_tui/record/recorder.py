@@ -68,6 +68,15 @@ def _module_phase(module: torch.nn.Module, parent: CallRecord | None) -> str:
     return "loss" if isinstance(module, _Loss) else inherited_phase(parent)
 
 
+def _opaque_kind(module: torch.nn.Module) -> str | None:
+    """What hides the calls inside `module` from module hooks, if anything."""
+    if type(module).__name__ == "OptimizedModule":
+        return f"{type(getattr(module, '_orig_mod', module)).__name__} is torch.compile'd"
+    if isinstance(module, torch.jit.ScriptModule):
+        return f"{getattr(module, 'original_name', type(module).__name__)} is TorchScript (torch.jit)"
+    return None
+
+
 def _untraced(hook: Callable[..., Any]) -> Callable[..., Any]:
     """Run a hook with the function tracer paused from its first line: otherwise each
     Python call in it (the activity checks, the guard) costs a trace callback, ~10 a hook.
@@ -307,10 +316,9 @@ class Recorder:
             return
         self.modules_recorded = True
         phase = _module_phase(module, stack[-1].record if stack else None)
-        if cls.__name__ == "OptimizedModule":
-            inner = type(getattr(module, "_orig_mod", module)).__name__
-            self.warn(f"{inner} is torch.compile'd: the calls inside it were not recorded "
-                      "(its own inputs and outputs were)")
+        opaque = _opaque_kind(module)
+        if opaque is not None:
+            self.warn(f"{opaque}: the calls inside it were not recorded (its own inputs and outputs were)")
         self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                       call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                       inputs=leaves(args, "args"), root=root)
