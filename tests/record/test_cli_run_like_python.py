@@ -66,6 +66,18 @@ def test_module_and_folder_targets_run_from_the_current_folder(tmp_path):
     assert tvis_command("run", "--out", "runs", "--", "app", cwd=tmp_path).stdout == "folder main\n"
 
 
+def test_every_kind_of_target_sees_the_globals_python_gives_it(tmp_path):
+    show = "print(sorted(k for k in globals() if k.startswith('__')), __annotations__)"
+    write_script(tmp_path, show, "script.py")
+    write_script(tmp_path, show, "app/__main__.py")
+    write_script(tmp_path, show, "nspkg/__main__.py")  # a namespace package: no __init__.py
+    for target in (["script.py"], ["app"], ["-m", "nspkg"]):
+        under_python = python(*target, cwd=tmp_path)
+        under_tvis = tvis_command("run", "--out", "runs", *target, cwd=tmp_path)
+        assert under_tvis.returncode == under_python.returncode == 0, under_tvis.stderr
+        assert under_tvis.stdout == under_python.stdout, target
+
+
 @pytest.mark.parametrize("args, message", [
     (["-m", "json"], "-m json: a package with no __main__ module: nothing to run"),
     (["-"], "-: tvis cannot record a script read from stdin; save it to a file"),

@@ -71,7 +71,9 @@ def _module_origin(name: str) -> str:
     try:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations is not None:
-            if importlib.util.find_spec(f"{name}.__main__") is None:
+            # A package runs its __main__ (a namespace package, with no __init__, too).
+            spec = importlib.util.find_spec(f"{name}.__main__")
+            if spec is None:
                 raise TvisError(f"-m {name}: a package with no __main__ module: nothing to run")
     except (ImportError, ValueError) as exc:
         raise TvisError(f"-m {name}: {exc}") from None
@@ -136,11 +138,11 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
     sys.path[0] = os.getcwd() if target.module else os.path.dirname(os.path.realpath(script))
     try:
         if target.module:
-            runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+            runpy.run_module(target.name, {"__annotations__": {}}, run_name="__main__", alter_sys=True)
         elif os.path.isfile(script) and not zipfile.is_zipfile(script):
             _run_main(script)
         else:  # a folder or zip app with __main__.py: runpy does what python does
-            runpy.run_path(script, run_name="__main__")
+            runpy.run_path(script, {"__annotations__": {}}, run_name="__main__")
     except StopRecording as exc:
         recorder.abandon(exc)
         outcome.set("ok", 0, stopped_by="step limit")
@@ -165,6 +167,7 @@ def _run_main(script: str) -> None:
         source = f.read()
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                         __annotations__={},
                          __loader__=importlib.machinery.SourceFileLoader("__main__", path),
                          __builtins__=builtins)
     saved = sys.modules.get("__main__")
