@@ -172,3 +172,53 @@ for step in range(2):
     assert pred["kind"] == "tokens" and len(pred["samples"]) == 3
     for row in pred["samples"]:
         assert len(row["predicted_ids"]) == 5 and len(row["target"]) == 5
+
+
+JOINT_PIPELINE = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Joint:  # transforms image and mask together
+    def __call__(self, img, mask):
+        return img.flip(-1), mask.flip(-1)
+
+class Double:
+    def __call__(self, img):
+        return img * 2
+
+class JointCompose:
+    def __init__(self, transforms):
+        self.transforms = transforms
+    def __call__(self, img, mask):
+        for t in self.transforms:
+            if isinstance(t, Joint):
+                img, mask = t(img, mask)
+            else:
+                img = t(img)
+        return img, mask
+
+class Segments(Dataset):
+    def __init__(self):
+        self.transform = JointCompose([Joint(), Double()])
+        self.augment = Double()
+    def __len__(self):
+        return 2
+    def __getitem__(self, i):
+        img, mask = torch.arange(3.0) + i, torch.tensor([0, 1, 2])
+        img, mask = self.transform(img, mask)
+        if not isinstance(self.augment, Double):
+            img = img - 100
+        return img, mask
+
+for img, mask in DataLoader(Segments(), batch_size=2):
+    print(img.tolist(), mask.tolist())
+"""
+
+
+def test_a_pipeline_that_branches_on_a_transforms_type_runs_as_written(run_inprocess, capsys):
+    code, run = run_inprocess(JOINT_PIPELINE)
+    assert code == 0
+    assert capsys.readouterr().out == "[[4.0, 2.0, 0.0], [6.0, 4.0, 2.0]] [[2, 1, 0], [2, 1, 0]]\n"
+    entry = S.samples(run, S.batches(run)[0]["seq"])[1]["transforms"][0]
+    assert [st["name"] for st in entry["stages"]] == ["0:Joint", "1:Double"]
+    assert S.array(entry["stages"][1]["value"]).tolist() == [6.0, 4.0, 2.0]

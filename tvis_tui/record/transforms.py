@@ -43,7 +43,7 @@ def transform_owners(dataset: Any, depth: int = 0) -> Iterator[tuple[Any, str, C
 
 
 def _is_callable_object(value: Any) -> bool:
-    return callable(value) and not inspect.isclass(value) and not isinstance(value, Observed)
+    return callable(value) and not inspect.isclass(value) and type(value) is not Observed
 
 
 @contextlib.contextmanager
@@ -67,7 +67,26 @@ def observing(dataset: Any, record: Callable[[dict[str, Any]], None],
             setattr(owner, attr, fn)
 
 
-class Observed:
+class _StandIn:
+    """Takes the place of a callable `_fn` and looks like it to the pipeline's code:
+    its attributes, its repr, and `isinstance` (which asks `__class__`), so a pipeline
+    that branches on a transform's type (`isinstance(t, JointTransform)`) takes the same
+    branch. Only `type(x) is C` sees the stand-in."""
+
+    _fn: Callable[..., Any]
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._fn)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fn, name)
+
+    def __repr__(self) -> str:
+        return repr(self._fn)
+
+
+class Observed(_StandIn):
     """Stands in for a transform during a fetch; calls it exactly as the dataset would."""
 
     def __init__(self, fn: Callable[..., Any], attr: str, record: Callable[[dict[str, Any]], None],
@@ -88,14 +107,9 @@ class Observed:
             entry["output"] = self._describe(out)
         return out
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fn, name)
-
-    def __repr__(self) -> str:
-        return repr(self._fn)
 
 
-class _Stage:
+class _Stage(_StandIn):
     def __init__(self, fn: Callable[..., Any], entry: dict[str, Any],
                  describe: Callable[[Any], dict[str, Any]], label: str, depth: int) -> None:
         self._fn, self._entry, self._describe, self._label, self._depth = fn, entry, describe, label, depth
@@ -105,12 +119,6 @@ class _Stage:
             out = self._fn(*args, **kwargs)
         self._entry["stages"].append({"name": self._label, "value": self._describe(out)})
         return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fn, name)
-
-    def __repr__(self) -> str:
-        return repr(self._fn)
 
 
 @contextlib.contextmanager
