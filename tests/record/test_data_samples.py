@@ -139,9 +139,10 @@ for x, y in zip(xs, ys):
         assert all(("correct" in r) != r.get("ignored", False) for r in rows)
 
 
-def test_token_predictions_keep_one_row_per_sequence_without_a_dataloader(run_inprocess):
+def test_token_predictions_keep_one_row_per_sequence_without_a_dataloader(run_inprocess, capsys):
     # Batches drawn by hand (no DataLoader tells the batch size) and logits flattened
-    # with view(-1, V) for the loss: each sequence is still its own row.
+    # with view(-1, V) for the loss: each sequence is still its own row. The texts come
+    # from a copy of the tokenizer: the script's own one counts only its own calls.
     code, run = run_inprocess("""
 import torch
 from torch import nn
@@ -150,9 +151,11 @@ torch.manual_seed(0)
 class CharTok:
     chars = "abcdefgh"
     vocab_size = 8
+    decoded = 0
     def encode(self, text):
         return [self.chars.index(c) for c in text]
     def decode(self, ids):
+        self.decoded += 1
         return "".join(self.chars[i] for i in ids)
 
 tok = CharTok()
@@ -166,12 +169,16 @@ for step in range(2):
     logits = model(x)
     loss = nn.functional.cross_entropy(logits.view(-1, tok.vocab_size), y.view(-1))
     opt.zero_grad(); loss.backward(); opt.step()
+    print(tok.decode([0, 1]), tok.decoded)
 """)
     assert code == 0
+    assert capsys.readouterr().out == "ab 1\nab 2\n"
     pred = S.all_predictions(run)[0]
     assert pred["kind"] == "tokens" and len(pred["samples"]) == 3
+    chars = "abcdefgh"
     for row in pred["samples"]:
         assert len(row["predicted_ids"]) == 5 and len(row["target"]) == 5
+        assert row["predicted"] == "".join(chars[i] for i in row["predicted_ids"])
 
 
 JOINT_PIPELINE = """

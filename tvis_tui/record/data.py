@@ -52,6 +52,7 @@ class DataCapture:
         self._predicted_trains = False  # the decoded loss's logits required grad
         self._dataset: Any = None
         self._batch_size: int | None = None
+        self._tokenizer_copies = decoding.TokenizerCopies()
         self.tokens = TokenizerWatch(self._on_tokens, self._is_user_file,
                                      lambda undo: recorder._undo.append(undo))
         recorder.writer.put_meta(data_detail_samples=DETAILED_SAMPLES)
@@ -167,7 +168,7 @@ class DataCapture:
         if tokenizer is not None:
             self.tokens.consider(tokenizer)
         record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
-                                      kwargs.get("ignore_index", -100))
+                                      kwargs.get("ignore_index", -100), self._tokenizer_copies)
         if record is not None:
             record.update(step=self._rec.steps.step, loss=f"F.{name}", after_seq=self._rec.log.last_seq)
             self._rec.writer.call(store.put_prediction, record)

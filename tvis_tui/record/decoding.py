@@ -8,10 +8,13 @@ dataset (`classes`, `class_to_idx`, `id2label`, also on a dataset it wraps), the
 `config.id2label`, or a variable of the script (`classes`, `class_names`, `id2label`,
 ...); a tokenizer from the script's variables or the one it used last. When the tokenizer's
 vocabulary matches the number of logits, predictions are decoded as text, else as classes.
+Text is decoded by a private copy of the tokenizer (`TokenizerCopies`): the script's own
+one may keep state that a call changes (a cache, a counter the script prints).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from types import FrameType
 from typing import Any, Callable, Iterable
@@ -111,8 +114,30 @@ def discover(frames: list[FrameType], objects: Iterable[Any]) -> tuple[list[str]
     return names, tokenizer
 
 
+class TokenizerCopies:
+    """Deep copies of the script's tokenizers, for tvis's own `decode` calls. A copy is
+    made again when the tokenizer's vocabulary size changes (tokens added). A tokenizer
+    that cannot be copied is not called at all: its predictions keep their ids only."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[Any, int | None, Any]] = {}  # id -> (original, vocab, copy)
+
+    def of(self, tokenizer: Any) -> Any | None:
+        vocab = vocab_size(tokenizer)
+        held = self._held.get(id(tokenizer))
+        if held is not None and held[0] is tokenizer and held[1] == vocab:
+            return held[2]
+        try:
+            private = copy.deepcopy(tokenizer)
+        except Exception:  # a lock, a file handle, a native object without pickling
+            private = None
+        self._held[id(tokenizer)] = (tokenizer, vocab, private)  # the original kept: ids stay unique
+        return private
+
+
 def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: Any,
-                batch_size: int | None, ignore_index: int = -100) -> dict[str, Any] | None:
+                batch_size: int | None, ignore_index: int, copies: TokenizerCopies
+                ) -> dict[str, Any] | None:
     """Per-sample predictions beside the targets, or None when `logits` are not logits."""
     if not isinstance(logits, torch.Tensor) or logits.dim() < 2 or not logits.is_floating_point():
         return None
@@ -123,7 +148,8 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         t = target.detach() if isinstance(target, torch.Tensor) else None
         vocab = vocab_size(tokenizer) if tokenizer is not None else None
         if tokenizer is not None and vocab == x.shape[-1]:
-            return _as_text(_unflattened(logits, x), t, tokenizer, batch_size, ignore_index)
+            decoder = copies.of(tokenizer)
+            return _as_text(_unflattened(logits, x), t, tokenizer, decoder, batch_size, ignore_index)
         return _as_classes(x.reshape(-1, x.shape[-1]), t, names, ignore_index)
 
 
@@ -169,8 +195,8 @@ def _unflattened(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, batch_size: int | None,
-             ignore_index: int) -> dict[str, Any]:
+def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, decoder: Any | None,
+             batch_size: int | None, ignore_index: int) -> dict[str, Any]:
     """Tokens per sample: a flattened (B*T, V) is reshaped by the batch size of the step."""
     if x.dim() == 2 and batch_size and x.shape[0] % batch_size == 0:
         x = x.reshape(batch_size, -1, x.shape[-1])
@@ -182,17 +208,19 @@ def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, batch_size
     rows = []
     for b in range(pred.shape[0]):
         ids = pred[b].tolist()
-        entry: dict[str, Any] = {"predicted": _decode(tokenizer, ids), "predicted_ids": ids}
+        entry: dict[str, Any] = {"predicted": _decode(decoder, ids), "predicted_ids": ids}
         if tgt is not None:
             want = tgt[b].tolist()
             kept = [i for i in want if i != ignore_index]
-            entry.update(target=_decode(tokenizer, kept), target_ids=want,
+            entry.update(target=_decode(decoder, kept), target_ids=want,
                          accuracy=sum(p == w for p, w in zip(ids, want) if w != ignore_index) / max(len(kept), 1))
         rows.append(entry)
     return {"kind": "tokens", "tokenizer": type(tokenizer).__name__, "samples": rows}
 
 
-def _decode(tokenizer: Any, ids: list[int]) -> str | None:
+def _decode(tokenizer: Any | None, ids: list[int]) -> str | None:
+    if tokenizer is None:
+        return None
     try:
         text = tokenizer.decode(ids)
     except Exception:  # a tokenizer that wants another input type: the ids still show
