@@ -8,6 +8,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from tvis_tui.errors import TvisError
+from tvis_tui.messages import RunClosed
 from tvis_tui.store import RunReader
 from tvis_tui.store.runs import RunSummary, find_runs, is_run
 
@@ -31,6 +32,13 @@ class TvisApp(App[None]):
             self.push_screen(RunPickerScreen(self.target, self.runs))
         else:
             self.open_run(self.target, start=self.start)
+
+    def on_run_closed(self, _: RunClosed) -> None:
+        from tvis_tui.screens.run_picker import RunPickerScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, RunPickerScreen):
+                screen.reload_after_close()
 
     def open_run(self, path: Path, *, start: int | None = None) -> None:
         from tvis_tui.screens.debugger import DebuggerScreen

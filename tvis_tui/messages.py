@@ -51,3 +51,8 @@ class ValuesRequested(Message):
 
     seq: int
     slot: Slot
+
+
+class RunClosed(Message):
+    """A run's reader was closed (its screen left): a list of runs may read it again
+    (LMDB opens a run once per process)."""

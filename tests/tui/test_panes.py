@@ -267,6 +267,21 @@ async def test_run_list_is_current_when_coming_back_to_it(tmp_path, healthy_run,
         assert "20261202-093000-train" in text and "crashed" in text
         table = pilot.app.screen.query_one("#runs")
         assert pilot.app.screen.runs[table.cursor_row].path.name == "20261201-100000-train"
+        # The run just left reads as it is, not "already open in this process".
+        left = next(line for line in text.splitlines() if "20261201-100000-train" in line)
+        assert " ok " in left and "unreadable" not in text
+
+
+async def test_a_long_unreadable_reason_leaves_every_runs_counts_on_screen(tmp_path, healthy_run):
+    shutil.copytree(healthy_run, tmp_path / "good")
+    shutil.copytree(healthy_run, tmp_path / "cut")
+    mdb = tmp_path / "cut" / "data.mdb"
+    os.truncate(mdb, mdb.stat().st_size // 2)  # "corrupt or truncated run (data.mdb is ...)"
+    async with opened(tmp_path, size=(120, 30)) as pilot:
+        lines = screen_text(pilot.app).splitlines()
+        good = next(line for line in lines if " good " in line)
+        assert good.rstrip(" │›").endswith("KiB")  # the size column, the last one, is on screen
+        assert "corrupt or truncated run (data.mdb is" in next(line for line in lines if " cut " in line)
 
 
 def _inspector_lines(pilot) -> list[str]:

@@ -20,7 +20,7 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from tvis_tui.errors import TvisError
-from tvis_tui.messages import CallLoaded, JumpFound, RowsChanged, ValuesRequested
+from tvis_tui.messages import CallLoaded, JumpFound, RowsChanged, RunClosed, ValuesRequested
 from tvis_tui.screens.call_view import CallViewLoader
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.screens.stepping_keys import STEPPING_BINDINGS, SteppingActions
@@ -93,6 +93,7 @@ class DebuggerScreen(SteppingActions, Screen):
         # LMDB allows one handle per run per process: reopening this run needs it closed.
         self.workers.cancel_all()
         self.reader.close()
+        self.app.post_message(RunClosed())
 
     # -- moving ----------------------------------------------------------------------------
 

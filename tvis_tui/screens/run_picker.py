@@ -36,15 +36,14 @@ class RunPickerScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        # Status before the rest: a crashed run must stand out in a narrow terminal.
-        table.add_columns("run", "status", "script", "started", "steps", "calls", "size")
         self._fill()
-        table.focus()
+        self.query_one(DataTable).focus()
 
     def _fill(self) -> None:
         table = self.query_one(DataTable)
-        table.clear()
+        table.clear(columns=True)  # widths fit the runs listed now, not a long reason gone
+        # Status before the rest: a crashed run must stand out in a narrow terminal.
+        table.add_columns("run", "status", "script", "started", "steps", "calls", "size")
         for run in self.runs:
             table.add_row(*_cells(run))
 
@@ -60,8 +59,10 @@ class RunPickerScreen(Screen):
     def action_refresh(self) -> None:
         self.reload()
 
-    def on_screen_resume(self) -> None:
-        """Back from a run (Esc): it may have been reloaded there, or others recorded since."""
+    def reload_after_close(self) -> None:
+        """Back from a run (Esc), once its reader is closed: it may have been reloaded
+        there, or others recorded since. (On screen resume the run's screen still held
+        it open, and it read as unreadable: "already open in this process".)"""
         self.reload()
 
     @work(thread=True, exclusive=True)
@@ -87,6 +88,10 @@ class RunPickerScreen(Screen):
 SCRIPT_WIDTH = 32
 """Characters of a script's path the list shows; longer paths keep their last folders."""
 
+REASON_WIDTH = 40
+"""Characters of why a run is unreadable: a long reason would push the counts of every
+run off screen. Enter on the run, and `tvis ls`, say it whole."""
+
 
 def script_label(script: str) -> str:
     """The script as it was given to `tvis run` (examples/char_lm/train.py: two runs of
@@ -108,7 +113,11 @@ def _cells(run: RunSummary) -> list[Text]:
     size = Text(human_bytes(run.size_bytes), justify="right")
     if run.status == UNREADABLE:
         return [Text(run.path.name), Text(run.status, style="bold red"),
-                Text(run.reason or "", style="red"), Text(""), Text(""), Text(""), size]
+                Text(_cut(run.reason or "", REASON_WIDTH), style="red"), Text(""), Text(""), Text(""), size]
     return [Text(run.path.name), Text(run.status, style=STATUS_STYLES.get(run.status, "")),
             Text(script_label(run.script)), Text(run.started.replace("T", " ")[:19]),
             Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"), size]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
