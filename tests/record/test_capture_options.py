@@ -65,6 +65,18 @@ def test_include_keeps_only_matching_modules(run_inprocess):
     assert _module_names(run) == ["Net", "encoder.lin", "encoder.drop"]
 
 
+@pytest.mark.parametrize("pattern, recorded", [
+    ("encoder", ["encoder", "encoder.lin", "encoder.drop"]),  # an ancestor takes its subtree
+    ("encoder.lin", ["encoder.lin"]),
+    ("Block", ["encoder"]),
+    ("head", ["head"]),
+])
+def test_include_by_name_needs_no_pattern_for_the_model_itself(run_inprocess, pattern, recorded):
+    _, run = run_inprocess(SCRIPT + "Net()(torch.ones(3, 4))\n",
+                           capture=CaptureOptions(include_modules=(pattern,)))
+    assert _module_names(run) == recorded * 2  # named alike in a second call
+
+
 def test_unknown_capture_mode_is_refused():
     with pytest.raises(ValueError, match="values, summary"):
         CaptureOptions(capture="everything")

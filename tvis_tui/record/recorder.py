@@ -112,6 +112,15 @@ class _Reentry(threading.local):
     inside = False
 
 
+class _Unrecorded(threading.local):
+    """Module calls left out by --include/--exclude-modules that are still running, as
+    (module id, root, depth of the call log's stack at their start): the modules they
+    call are named under the same root (`encoder.layers.0` with its model not recorded)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, Any, int]] = []
+
+
 class Recorder:
     def __init__(self, writer: RunWriter, root_dir: str, *, max_bytes: int,
                  step_limit: int | None, options: CaptureOptions = CaptureOptions()) -> None:
@@ -135,6 +144,7 @@ class Recorder:
         self.modules_recorded = False  # whether --include/--exclude-modules left any module
         self._generation = forks.generation()
         self._reentry = _Reentry()
+        self._unrecorded = _Unrecorded()
         self._undo: list[Callable[[], None]] = []
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
 
@@ -306,13 +316,14 @@ class Recorder:
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
         stack = self.log.stack
-        enclosing = next((c for c in reversed(stack) if c.record.kind == "module"), None)
-        if enclosing is None:
+        enclosing_root = self._enclosing_root(stack)
+        if enclosing_root is None:
             root, name = module, self.names.root_name(module)
         else:
-            root, name = enclosing.root, self.names.name(enclosing.root, module)
+            root, name = enclosing_root, self.names.name(enclosing_root, module)
         cls = type(module)
         if not self.options.module_recorded(name, cls.__name__):
+            self._unrecorded.calls.append((id(module), root, len(stack)))
             return
         self.modules_recorded = True
         phase = _module_phase(module, stack[-1].record if stack else None)
@@ -322,6 +333,14 @@ class Recorder:
         self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                       call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                       inputs=leaves(args, "args"), root=root)
+
+    def _enclosing_root(self, stack: list[OpenCall]) -> Any:
+        """The root module of the innermost module call running, recorded or not."""
+        at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].record.kind == "module"), None)
+        unrecorded = self._unrecorded.calls
+        if unrecorded and (at is None or unrecorded[-1][2] > at):
+            return unrecorded[-1][1]
+        return None if at is None else stack[at].root
 
     @_untraced
     def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
@@ -340,6 +359,9 @@ class Recorder:
                       error: BaseException | None, ended: int, args: tuple = ()) -> None:
         call = self.log.innermost(id(module))
         if call is None:
+            unrecorded = self._unrecorded.calls
+            if unrecorded and unrecorded[-1][0] == id(module):
+                unrecorded.pop()
             return
         if kwargs:
             self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
