@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ import torch
 from tvis_tui.export import export_jsonl
 from tvis_tui.record import per_sample_loss
 
-from .helpers import assert_same_state, train_plain_and_under_tvis, write_script
+from .helpers import assert_same_state, train_plain_and_under_tvis, tvis_cli, tvis_env, write_script
 
 SCRIPT = '''
 import sys
@@ -226,3 +228,21 @@ def test_the_step_view_reads_every_samples_loss_back(run_inprocess):
     assert sorted(losses) == list(range(summary["count"]))
     assert worst == {pos for pos, _ in summary["worst"]}
     assert all(losses[pos] == pytest.approx(value) for pos, value in summary["worst"])
+
+
+def test_a_warning_the_loss_raises_shows_once_as_under_python(tmp_path):
+    # Recomputing the loss must not make python forget the warnings it showed once
+    # (changing the warning filters would): here MSELoss's broadcasting warning, each step.
+    write_script(tmp_path, """
+import torch
+from torch import nn
+lin = nn.Linear(5, 4)
+for _ in range(3):
+    loss = nn.MSELoss()(lin(torch.ones(6, 5))[:, :1], torch.ones(6))
+    loss.backward()
+""")
+    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=tvis_env(),
+                           capture_output=True, text=True, timeout=60)
+    traced = tvis_cli("run", "train.py", cwd=tmp_path)
+    assert traced.returncode == plain.returncode == 0, traced.stderr
+    assert plain.stderr.count("UserWarning") == traced.stderr.count("UserWarning") == 1

@@ -22,9 +22,11 @@ The first dim is whatever the shapes give: a language model that flattens logits
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -124,14 +126,31 @@ def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduc
         return None
     if input.is_meta or target.is_meta or reduction not in ("mean", "sum", "none"):
         return None
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the script already saw the call's own warnings
+    with torch.no_grad(), _warnings_unshown():  # the script already saw the call's own
         input, target = input.detach(), target.detach()
         options = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in options.items()}
         parts = [_part(name, fn, *chunk) for chunk in _chunks(input, target, options)]
         if any(p is None for p in parts):
             return None
         return _combine(parts, reduction)
+
+
+@contextlib.contextmanager
+def _warnings_unshown() -> Iterator[None]:
+    """Warnings this thread raises in the block are not shown. Not `catch_warnings()`:
+    changing the filters makes python forget which warnings it showed once, and the
+    script's own then showed again at every step."""
+    shown, here = warnings.showwarning, threading.get_ident()
+
+    def show_others(*args: Any, **kwargs: Any) -> None:
+        if threading.get_ident() != here:
+            shown(*args, **kwargs)
+
+    warnings.showwarning = show_others
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def _chunks(input: torch.Tensor, target: torch.Tensor, options: dict[str, Any]
