@@ -247,6 +247,32 @@ for x, y in DataLoader(data, batch_size=8, num_workers=2):
     assert [s.shape for s in run.slots(1, "output")] == [(8, 4), (8, 1)]
 
 
+def test_calls_inside_torch_func_transforms_are_left_out_quietly_and_said_once(run_inprocess, capsys):
+    # Per-sample gradients as DP-SGD takes them: the tensors inside vmap(grad(...)) are
+    # batched wrappers with no storage; summarizing them raised "recording error"s.
+    code, run = run_inprocess(HEADER + """
+from torch.func import functional_call, grad, vmap
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def sample_loss(params, x, y):
+    return nn.functional.cross_entropy(functional_call(model, params, (x[None],)), y[None])
+for _ in range(2):
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    grads = vmap(grad(sample_loss), in_dims=(None, 0, 0))(params, x, y)
+    for k, p in model.named_parameters():
+        p.grad = grads[k].mean(0)
+    opt.step()
+""")
+    assert code == 0 and run.meta()["steps_recorded"] == 2
+    warnings = run.meta()["warnings"]
+    assert warnings == ["calls inside torch.func transforms (vmap, grad, jacrev, ...) were not "
+                        "recorded: their tensors are batched or wrapped, with no values to read"]
+    assert "recording error" not in capsys.readouterr().err
+    step = next(c for c in run.calls(1, run.call_count()) if c.kind == "optimizer")
+    assert len(run.slots(step.seq, "param_grad")) == 4
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")  # torch 2.13 deprecates it
 @pytest.mark.parametrize("make", ["torch.jit.script(net)", "torch.jit.trace(net, torch.ones(2, 4))"])
 def test_a_torchscript_module_is_recorded_as_one_call_and_said_so(run_inprocess, make):

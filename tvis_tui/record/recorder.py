@@ -68,6 +68,11 @@ def _module_phase(module: torch.nn.Module, parent: CallRecord | None) -> str:
     return "loss" if isinstance(module, _Loss) else inherited_phase(parent)
 
 
+_functorch_level = torch._C._functorch.maybe_current_level
+FUNC_TRANSFORM_NOTE = ("calls inside torch.func transforms (vmap, grad, jacrev, ...) were not "
+                       "recorded: their tensors are batched or wrapped, with no values to read")
+
+
 def _opaque_kind(module: torch.nn.Module) -> str | None:
     """What hides the calls inside `module` from module hooks, if anything."""
     if type(module).__name__ == "OptimizedModule":
@@ -254,8 +259,9 @@ class Recorder:
     def _active(self) -> bool:
         # DataLoader workers are forks of this process: the LMDB env is not fork-safe.
         # Under torch.jit.trace tvis's own tensor ops would be traced (and warned about).
+        # Inside a torch.func transform (vmap, grad) tensors are wrappers without storage.
         return (not self._reentry.inside and self.in_recording_process()
-                and not torch._C._get_tracing_state())
+                and not torch._C._get_tracing_state() and _functorch_level() is None)
 
     def _guard(self, body: Callable[..., Any], *args: Any) -> Any:
         """Run a hook body with tvis's time counted as overhead and its errors contained."""
@@ -310,6 +316,8 @@ class Recorder:
     @_untraced
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
         if not self._active():
+            if _functorch_level() is not None and self.in_recording_process():
+                self.warn(FUNC_TRANSFORM_NOTE)
             return
         self._stop_if_done()
         self._guard(self._open_module, module, args, sys._getframe(1))
