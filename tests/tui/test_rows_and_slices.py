@@ -10,7 +10,8 @@ import pytest
 from tvis_tui.screens.run_picker import SCRIPT_WIDTH, script_label
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.store import CallRecord, RunReader, RunWriter
-from tvis_tui.widgets.call_rows import PAGE, CallRows
+from tvis_tui.widgets.call_rows import PAGE, CallRows, Row
+from tvis_tui.widgets.call_tree import row_label
 from tvis_tui.widgets.values_grid import format_index, parse_index
 
 WIDE = 2 * PAGE + 50
@@ -132,3 +133,19 @@ def test_no_text_is_left_under_the_scrollbar_past_a_cut_column():
 def test_odd_numbers_are_refused_with_our_reason(text):
     with pytest.raises(ValueError, match="bad index"):
         parse_index(text, (4,))
+
+
+def _call_row(name: str, type_: str, depth: int = 3, **fields) -> Row:
+    call = CallRecord(seq=5, parent=4, depth=depth, step=1, phase="forward", kind="module",
+                      name=name, type=type_, duration_ns=25_100_000, **fields)
+    return Row(key=("call", 5), depth=depth, call=call)
+
+
+def test_a_call_row_that_does_not_fit_keeps_its_duration_and_the_end_of_its_name():
+    row = _call_row("encoder.layers.0.self_attn", "MultiheadAttention")
+    assert row_label(row).plain == "        encoder.layers.0.self_attn MultiheadAttention  25.1 ms"
+    assert row_label(row, 44).plain == "        encoder.layers.0.self_attn  25.1 ms"  # the class goes first
+    assert row_label(row, 30).plain == "        ….0.self_attn  25.1 ms"
+    flagged = _call_row("encoder.layers.0.self_attn", "MultiheadAttention", nonfinite_output=True)
+    assert row_label(flagged, 30).plain == "        …attn NaN/Inf  25.1 ms"
+    assert all(len(row_label(row, w).plain) <= w for w in range(12, 70))

@@ -13,12 +13,15 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tvis_tui.store import CallRecord
 from tvis_tui.widgets.call_rows import Row
 from tvis_tui.widgets.format import duration, phase_style
 
 
-def row_label(row: Row) -> Text:
-    """What a row says: a glyph for its state, then what it stands for."""
+def row_label(row: Row, width: int | None = None) -> Text:
+    """What a row says: a glyph for its state, then what it stands for, in `width` cells
+    if given. A call that does not fit keeps its duration and flags: its class goes first,
+    then its qualified name loses its start (`…layers.0.self_attn`, not `encoder.layer`)."""
     glyph = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
     text = Text("  " * row.depth + glyph, no_wrap=True, overflow="ellipsis")
     kind = row.key[0]
@@ -34,16 +37,30 @@ def row_label(row: Row) -> Text:
     elif kind == "more":
         text.append("… more calls (enter)", style="dim italic")
     elif row.call is not None:
-        call = row.call
-        text.append(call.name or call.type, style="bold red" if call.error else "")
-        if call.type and call.type != call.name:
-            text.append(f" {call.type}", style="dim")
-        if call.nonfinite_output:
-            text.append(" NaN/Inf", style="bold red")
-        if call.error:
-            text.append(" ✗ raised", style="bold red")  # a glyph too: NO_COLOR shows no red
-        text.append(f"  {duration(call.duration_ns)}", style="dim")
+        return text + _call_label(row.call, None if width is None else width - text.cell_len)
+    if width is not None:
+        text.truncate(width, overflow="ellipsis")
     return text
+
+
+def _call_label(call: CallRecord, width: int | None) -> Text:
+    name = call.name or call.type
+    kind = f" {call.type}" if call.type and call.type != call.name else ""
+    tail = Text()
+    if call.nonfinite_output:
+        tail.append(" NaN/Inf", style="bold red")
+    if call.error:
+        tail.append(" ✗ raised", style="bold red")  # a glyph too: NO_COLOR shows no red
+    tail.append(f"  {duration(call.duration_ns)}", style="dim")
+    if width is not None:
+        room = width - tail.cell_len
+        if len(name) + len(kind) > room:
+            kind = ""
+        if len(name) > room:
+            name = "…" + name[len(name) - max(room, 2) + 1:]
+    text = Text(name, style="bold red" if call.error else "")
+    text.append(kind, style="dim")
+    return text + tail
 
 
 class CallTree(ScrollView, can_focus=True):
@@ -104,7 +121,7 @@ class CallTree(ScrollView, can_focus=True):
         if index >= len(self.rows):
             return Strip.blank(width, self.rich_style)
         # The cursor is a glyph as well as a colour, so it shows with NO_COLOR too.
-        label = Text("▶" if index == self.cursor else " ", style="bold") + row_label(self.rows[index])
+        label = Text("▶" if index == self.cursor else " ", style="bold") + row_label(self.rows[index], width - 1)
         label.truncate(width, pad=True)
         if index == self.cursor:
             label.stylize(self.get_component_rich_style("call-tree--cursor"))
