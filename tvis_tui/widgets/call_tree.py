@@ -37,7 +37,7 @@ def row_label(row: Row, width: int | None = None) -> Text:
     elif kind == "more":
         text.append("… more calls (enter)", style="dim italic")
     elif row.call is not None:
-        return text + _call_label(row.call, None if width is None else width - text.cell_len)
+        text += _call_label(row.call, None if width is None else width - text.cell_len)
     if width is not None:
         text.truncate(width, overflow="ellipsis")
     return text
