@@ -36,4 +36,4 @@ async def test_recorded_line_shapes_name_what_each_line_bound(tmp_path):
 async def test_a_step_without_line_shapes_falls_back_to_call_outputs(tmp_path):
     async with opened(_run_with_lines(tmp_path / "run"), CALLS_PER_STEP + 3) as pilot:
         pane = pilot.app.screen.query_one(SourcePane)
-        assert pane.shapes[line_of(MODEL, "self.head(x)")] == "[4, 10]"
+        assert pane.shapes[line_of(MODEL, "self.head(x)")] == "head → [4, 10]"

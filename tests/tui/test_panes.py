@@ -44,9 +44,10 @@ async def test_nan_output_is_flagged_in_tree_inspector_and_status(healthy_run):
 async def test_source_pane_shows_shapes_beside_the_lines_that_made_them(healthy_run):
     async with opened(healthy_run, 3) as pilot:
         pane = pilot.app.screen.query_one(SourcePane)
-        assert pane.shapes[line_of(MODEL, "self.conv1(images)")] == "[4, 8, 8, 8]"
-        assert pane.shapes[line_of(MODEL, "self.head(x)")] == "[4, 10]"
-        assert "# [4, 10]" in screen_text(pilot.app)
+        # The last module called on the line: self.relu(self.conv1(images)).
+        assert pane.shapes[line_of(MODEL, "self.conv1(images)")] == "relu → [4, 8, 8, 8]"
+        assert pane.shapes[line_of(MODEL, "self.head(x)")] == "head → [4, 10]"
+        assert "# head → [4, 10]" in screen_text(pilot.app)
 
 
 async def test_call_without_source_snapshot_says_so(healthy_run):

@@ -66,7 +66,8 @@ class CallViewLoader:
 
     def _nearby_shapes(self, call: CallRecord) -> dict[int, str]:
         """Output shapes of the calls made around this one from the same file, by line:
-        what each line of the caller produced in this pass (runs without line shapes)."""
+        what each line of the caller produced in this pass (runs without line shapes),
+        `pool → [4, 16, 1, 1]`: the module's output, not what the line bound."""
         site = call.call_site
         assert site is not None
         after = max(call.parent, call.seq - NEARBY_CALLS // 2)
@@ -76,8 +77,9 @@ class CallViewLoader:
             if near is None or near.call_site is None or near.call_site.file != site.file:
                 continue
             outputs = [s for s in self.reader.slots(seq, "output") if s.is_tensor]
-            if outputs:
-                shapes[near.call_site.line] = " ".join(shape(s.shape) for s in outputs[:2])
+            if outputs:  # named as the call's output: the line may go on to reshape it
+                called = (near.name or near.type).rsplit(".", 1)[-1]
+                shapes[near.call_site.line] = f"{called} → " + " ".join(shape(s.shape) for s in outputs[:2])
         return shapes
 
 
