@@ -39,7 +39,11 @@ def test_a_gpu_step_names_its_clock_and_big_figures_have_no_exponent():
                       extra={"wall_ns": 999_900_000, "peak_phase_bytes": {"forward": 3 << 30, "data": 1234 << 20}})
     lines = step_measures(many).plain.splitlines()
     assert lines[0] == "time 1 s  forward 1.00 s"  # 999.9 ms: not "1e+03 ms"
-    assert lines[1] == "peak memory 3.0 GiB in forward (data 1234 MiB)"
+    assert lines[1] == "peak memory 3.0 GiB in forward (data 1.21 GiB)"
+    tiny = StepRecord(step=1, first_seq=1, last_seq=2, peak_bytes=1331,
+                      extra={"peak_phase_bytes": {"backward": 1331, "forward": 664, "loss": 789}})
+    assert step_measures(tiny).plain.splitlines()[1] == \
+        "peak memory 1.3 KiB in backward (forward 0.648, loss 0.771 KiB)"  # not 0.000648 MiB
 
 
 def test_an_unmeasured_step_says_so():

@@ -42,7 +42,8 @@ def _short(value: float) -> str:
 
 
 def _memory_line(step: StepRecord) -> Text:
-    """`peak memory 5.6 MiB in backward (data 0.132, forward 5.13 ... MiB)`."""
+    """`peak memory 5.6 MiB in backward (data 0.132, forward 5.13 ... MiB)`: the phases
+    in the peak's unit (`1.3 KiB ... (forward 0.648 KiB)`, never `0.000648 MiB`)."""
     line = Text("peak memory ", style="bold")
     if step.peak_bytes is None:
         return line.append("not measured", style="dim")
@@ -52,10 +53,21 @@ def _memory_line(step: StepRecord) -> Text:
         top = max(phases, key=lambda p: phases[p])
         line.append(" in ")
         line.append(top, style=phase_style(top))
-        others = [f"{p} {_short(phases[p] / 2**20)}" for p in PHASES if p in phases and p != top]
+        unit, scale = _byte_unit(step.peak_bytes)
+        others = [f"{p} {_short(phases[p] / scale)}" for p in PHASES if p in phases and p != top]
         if others:
-            line.append(f" ({', '.join(others)} MiB)", style="dim")
+            line.append(f" ({', '.join(others)} {unit})", style="dim")
     return line
+
+
+def _byte_unit(n: int) -> tuple[str, int]:
+    """The unit `human_bytes` writes `n` in, and its size: the phases read in the peak's."""
+    unit, scale = "B", 1
+    for bigger in ("KiB", "MiB", "GiB"):
+        if n < scale * 1024:
+            break
+        unit, scale = bigger, scale * 1024
+    return unit, scale
 
 
 def _how(step: StepRecord) -> Text:
