@@ -441,3 +441,32 @@ async def test_step_view_walks_to_an_unfinished_step_and_back(crashed_run):
         assert "step 1  loss" in screen_text(pilot.app)
         await press(pilot, "right_square_bracket")
         assert "step 2  unfinished" in screen_text(pilot.app)
+
+
+def _two_calls(path, **closing) -> None:
+    with RunWriter(path) as w:
+        w.put_meta(script="/p/train.py", started_at="2026-12-02T09:30:00", status="running", host="h", pid=0)
+        for seq in (1, 2):
+            w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=1, phase="forward", kind="module",
+                                  name=f"m{seq}", type="Linear", start_ns=seq, duration_ns=1000))
+        if closing:
+            w.close(**closing)
+
+
+async def test_e_in_a_run_that_raised_outside_any_call_says_where_it_raised(tmp_path):
+    _two_calls(tmp_path / "run", status="crashed", failing_seq=None, exception="ValueError: bad",
+               traceback="Traceback ...\nValueError: bad\n", failing_site="/p/train.py:25")
+    async with opened(tmp_path / "run", 1) as pilot:
+        await press(pilot, "e")
+        assert "no call that raised: the script raised at train.py:25, outside the calls recorded " \
+               "(x shows it)" in _notices(pilot)
+
+
+async def test_a_stopped_run_says_why_it_stopped(tmp_path):
+    _two_calls(tmp_path / "ctrl_c", status="stopped", stopped_by="KeyboardInterrupt")
+    _two_calls(tmp_path / "killed")  # never closed, its recorder gone
+    for run, reason in (("ctrl_c", "Ctrl-C"), ("killed", "recorder killed")):
+        async with opened(tmp_path / run, 1) as pilot:
+            assert f"[stopped: {reason}]" in screen_text(pilot.app).splitlines()[-2]
+            await press(pilot, "x")
+            assert f"no exception: the run was stopped ({reason})" in _notices(pilot)

@@ -25,7 +25,7 @@ from tvis_tui.screens.call_view import CallViewLoader
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.screens.stepping_keys import STEPPING_BINDINGS, SteppingActions
 from tvis_tui.store import CallRecord, RunReader
-from tvis_tui.store.runs import run_status
+from tvis_tui.store.runs import run_status, stop_reason
 from tvis_tui.widgets.call_rows import CallRows
 from tvis_tui.widgets.call_tree import CallTree
 from tvis_tui.widgets.inspector import Inspector
@@ -138,7 +138,9 @@ class DebuggerScreen(SteppingActions, Screen):
         self.query_one(SourcePane).show(site.file if site else "", message.source, site.line if site else 0,
                                         message.line_shapes)
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
-        self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, self.status)
+        reason = stop_reason(self.meta)
+        status = f"{self.status}: {reason}" if reason else self.status
+        self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, status)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Grey out moves that cannot go anywhere from here (`on_key` still answers them)."""
@@ -187,7 +189,11 @@ class DebuggerScreen(SteppingActions, Screen):
     # -- slower jumps (workers) ------------------------------------------------------------
 
     def action_failure(self) -> None:
-        self.find(lambda: self.stepper.failure(), "call that raised")
+        what = "call that raised"
+        site = self.meta.get("failing_site")
+        if site and self.meta.get("failing_seq") is None:  # the script raised outside any call
+            what += f": the script raised at {Path(site).name}, outside the calls recorded (x shows it)"
+        self.find(lambda: self.stepper.failure(), what)
 
     def action_to_line(self, forward: bool) -> None:
         pane = self.query_one(SourcePane)
@@ -269,7 +275,9 @@ class DebuggerScreen(SteppingActions, Screen):
             return
         text = meta.get("traceback") or meta.get("exception")
         if not text:
-            self.move(None, "exception recorded for this run")
+            reason = stop_reason(meta)
+            self.move(None, f"exception: the run was stopped ({reason})" if reason
+                      else "exception recorded for this run")
             return
         site = meta.get("failing_site")
         if site:

@@ -64,6 +64,18 @@ def run_status(meta: dict) -> str:
     return "stopped"
 
 
+def stop_reason(meta: dict) -> str | None:
+    """Why a stopped run stopped, in a few words (None when it did not stop, or the
+    run does not say)."""
+    if run_status(meta) != "stopped":
+        return None
+    if meta.get("stopped_by") == "KeyboardInterrupt":
+        return "Ctrl-C"
+    if meta.get("status", "running") == "running":
+        return "recorder killed"
+    return None
+
+
 def _pid_alive(pid: object) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
