@@ -125,13 +125,14 @@ xs = [torch.randn(4, 4) for _ in range(3)]
 ys = [torch.tensor([0, 1, 2, 1]), torch.tensor([2, 2, 0, 1]), torch.tensor([1, 0, 1, 1])]
 for x, y in zip(xs, ys):
     logits = model(x)
-    loss = nn.functional.cross_entropy(logits, y, ignore_index=1)
+    loss = nn.CrossEntropyLoss(ignore_index=1)(logits, y)
     opt.zero_grad(); loss.backward(); opt.step()
     # A metric after the step: recorded in the next step, on detached logits.
     nn.functional.cross_entropy(logits.detach(), torch.zeros(4, dtype=torch.long))
 """)
     assert code == 0
     preds = {p["step"]: p for p in S.all_predictions(run)}
+    assert {p["loss"] for p in preds.values()} == {"CrossEntropyLoss"}  # as the script called it
     for step, y in zip((1, 2, 3), ([0, 1, 2, 1], [2, 2, 0, 1], [1, 0, 1, 1])):
         rows = preds[step]["samples"]
         assert [r.get("target_index") for r in rows] == [None if t == 1 else t for t in y], step

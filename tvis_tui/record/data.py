@@ -147,6 +147,13 @@ class DataCapture:
             self._rec._guard(self._predict, name, args, kwargs, sys._getframe(1))
         return result
 
+    def _loss_name(self, name: str) -> str:
+        """The loss as the script called it: `CrossEntropyLoss` calls F.cross_entropy."""
+        stack = self._rec.log.stack
+        if stack and stack[-1].record.kind == "module" and stack[-1].record.phase == "loss":
+            return stack[-1].record.type
+        return f"F.{name}"
+
     def _wanted(self, logits: Any) -> bool:
         """The first classification loss of a step is decoded, unless a later one trains:
         a metric on detached logits (logged after optimizer.step(), so counted in the next
@@ -170,5 +177,5 @@ class DataCapture:
         record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
                                       kwargs.get("ignore_index", -100), self._tokenizer_copies)
         if record is not None:
-            record.update(step=self._rec.steps.step, loss=f"F.{name}", after_seq=self._rec.log.last_seq)
+            record.update(step=self._rec.steps.step, loss=self._loss_name(name), after_seq=self._rec.log.last_seq)
             self._rec.writer.call(store.put_prediction, record)
