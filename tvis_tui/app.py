@@ -17,7 +17,8 @@ class TvisApp(App[None]):
     CSS_PATH = "tvis.tcss"
     TITLE = "tvis"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [Binding("q,ctrl+q", "quit", "Quit", show=True)]
+    BINDINGS = [Binding("question_mark,f1", "help", "help", show=True, tooltip="Help: every key"),
+                Binding("q,ctrl+q", "quit", "Quit", show=True)]
 
     def __init__(self, target: Path, *, runs: list[RunSummary] | None = None, start: int | None = None) -> None:
         super().__init__()
@@ -32,6 +33,12 @@ class TvisApp(App[None]):
             self.push_screen(RunPickerScreen(self.target, self.runs))
         else:
             self.open_run(self.target, start=self.start)
+
+    def action_help(self) -> None:
+        from tvis_tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
 
     def on_run_closed(self, _: RunClosed) -> None:
         from tvis_tui.screens.run_picker import RunPickerScreen

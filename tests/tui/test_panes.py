@@ -470,3 +470,16 @@ async def test_a_stopped_run_says_why_it_stopped(tmp_path):
             assert f"[stopped: {reason}]" in screen_text(pilot.app).splitlines()[-2]
             await press(pilot, "x")
             assert f"no exception: the run was stopped ({reason})" in _notices(pilot)
+
+
+async def test_help_opens_from_the_run_list_and_the_step_view_too(runs_dir, healthy_run):
+    async with opened(runs_dir) as pilot:
+        await press(pilot, "question_mark")
+        assert isinstance(pilot.app.screen, HelpScreen)
+        await press(pilot, "escape")
+        assert "runs in" in screen_text(pilot.app)
+    async with opened(healthy_run, 3) as pilot:
+        await press(pilot, "p", "f1")
+        assert isinstance(pilot.app.screen, HelpScreen)
+        await press(pilot, "escape")
+        assert isinstance(pilot.app.screen, StepScreen)

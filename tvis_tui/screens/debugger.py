@@ -250,11 +250,6 @@ class DebuggerScreen(SteppingActions, Screen):
         self.action_close()
         self.app.notify(f"cannot reload: {message}", severity="error", markup=False, timeout=10)
 
-    def action_help(self) -> None:
-        from tvis_tui.screens.help import HelpScreen
-
-        self.app.push_screen(HelpScreen())
-
     def action_values(self) -> None:
         inspector = self.query_one(Inspector)
         if inspector.slots and inspector.cursor_row < len(inspector.slots):

@@ -50,7 +50,6 @@ STEPPING_BINDINGS = [
     _step("alt+left,less_than_sign", "history(-1)", "jump back", "Back to where you jumped from"),
     _step("alt+right,greater_than_sign", "history(1)", "jump fwd", "Forward again"),
     _step("ctrl+r", "refresh", "reload", "Reload the run (it may still be recording)"),
-    _step("question_mark,f1", "help", "help", "Help: every key", show=True),
 ]
 
 
