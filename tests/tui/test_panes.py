@@ -483,3 +483,13 @@ async def test_help_opens_from_the_run_list_and_the_step_view_too(runs_dir, heal
         assert isinstance(pilot.app.screen, HelpScreen)
         await press(pilot, "escape")
         assert isinstance(pilot.app.screen, StepScreen)
+
+
+async def test_v_on_a_tensor_without_values_says_why(healthy_run):
+    async with opened(healthy_run, 12) as pilot:  # backward: a gradient kept as statistics only
+        inspector = pilot.app.screen.query_one(Inspector)
+        inspector.focus()
+        row = next(i for i, slot in enumerate(inspector.slots) if slot.is_tensor and not slot.has_values)
+        await press(pilot, *["j"] * row, "v")
+        assert not isinstance(pilot.app.screen, ValuesScreen)
+        assert any(n.startswith("only statistics of ") and "--capture summary" in n for n in _notices(pilot))

@@ -95,4 +95,11 @@ class Inspector(RowTable):
         if slot.has_values:
             self.post_message(ValuesRequested(self.seq, slot))
         else:
-            self.notify("values of this slot were not stored", severity="warning")
+            self.notify(_why_no_values(slot), severity="warning", markup=False)
+
+
+def _why_no_values(slot: Slot) -> str:
+    if not slot.is_tensor:
+        return f"{slot.path} is not a tensor: it has no values to show"
+    return (f"only statistics of {slot.path} were stored: it is past the run's "
+            "--max-tensor-bytes, or the run was recorded with --capture summary")
