@@ -3,7 +3,6 @@ wrong is a one-line message, with the run kept where there is one."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys

@@ -108,7 +108,6 @@ class Observed(_StandIn):
         return out
 
 
-
 class _Stage(_StandIn):
     def __init__(self, fn: Callable[..., Any], entry: dict[str, Any],
                  describe: Callable[[Any], dict[str, Any]], label: str, depth: int) -> None:
