@@ -493,3 +493,10 @@ async def test_v_on_a_tensor_without_values_says_why(healthy_run):
         await press(pilot, *["j"] * row, "v")
         assert not isinstance(pilot.app.screen, ValuesScreen)
         assert any(n.startswith("only statistics of ") and "--capture summary" in n for n in _notices(pilot))
+
+
+async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):
+    async with opened(healthy_run, 3) as pilot:  # step 1: per-sample values not stored
+        await press(pilot, "p")
+        await settle(pilot)
+        assert "loss of the 2 worst samples only: values not stored" in screen_text(pilot.app)

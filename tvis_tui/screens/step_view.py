@@ -164,6 +164,8 @@ class StepScreen(Screen[None]):
                               Text(f"{row['accuracy']:.0%}" if "accuracy" in row else "", justify="right"))
             return
         table.add_columns("#", "sample", "target", "predicted", "", "loss")
+        if worst and len(losses) == len(worst) < len(record.get("samples", [])):
+            table.border_title = f"predictions (loss of the {len(worst)} worst samples only: values not stored)"
         for i, row in enumerate(record.get("samples", [])):
             loss = Text(number(losses[i]) if i in losses else "", justify="right",
                         style="bold red" if i in worst else "")
