@@ -41,11 +41,14 @@ class TvisApp(App[None]):
             self.push_screen(HelpScreen())
 
     def on_run_closed(self, _: RunClosed) -> None:
+        """Back from a run, once its reader is closed, the run list is read again (the run
+        may have been reloaded there, others recorded since). Not on screen resume: the
+        run's screen still held it open then, and it read "already open in this process"."""
         from tvis_tui.screens.run_picker import RunPickerScreen
 
         for screen in self.screen_stack:
             if isinstance(screen, RunPickerScreen):
-                screen.reload_after_close()
+                screen.reload()
 
     def open_run(self, path: Path, *, start: int | None = None) -> None:
         from tvis_tui.screens.debugger import DebuggerScreen

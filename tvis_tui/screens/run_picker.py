@@ -59,12 +59,6 @@ class RunPickerScreen(Screen):
     def action_refresh(self) -> None:
         self.reload()
 
-    def reload_after_close(self) -> None:
-        """Back from a run (Esc), once its reader is closed: it may have been reloaded
-        there, or others recorded since. (On screen resume the run's screen still held
-        it open, and it read as unreadable: "already open in this process".)"""
-        self.reload()
-
     @work(thread=True, exclusive=True)
     def reload(self) -> None:
         try:

@@ -12,12 +12,18 @@ _STATUS_STYLE = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "run
 
 
 def human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
+    unit, scale = byte_unit(n)
+    return f"{n} B" if unit == "B" else f"{n / scale:.1f} {unit}"
+
+
+def byte_unit(n: int) -> tuple[str, int]:
+    """The unit `human_bytes` writes `n` in (B up to GiB), and its size in bytes."""
+    unit, scale = "B", 1
+    for bigger in ("KiB", "MiB", "GiB"):
+        if n < scale * 1024:
+            break
+        unit, scale = bigger, scale * 1024
+    return unit, scale
 
 
 def runs_table(runs: list[RunSummary]) -> Table:

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from tvis_tui.store import StepRecord
 from tvis_tui.store.records import PHASES
-from tvis_tui.store.listing import human_bytes
+from tvis_tui.store.listing import byte_unit, human_bytes
 from tvis_tui.widgets.format import duration, phase_style, time_unit
 
 
@@ -53,21 +53,12 @@ def _memory_line(step: StepRecord) -> Text:
         top = max(phases, key=lambda p: phases[p])
         line.append(" in ")
         line.append(top, style=phase_style(top))
-        unit, scale = _byte_unit(step.peak_bytes)
+        unit, scale = byte_unit(step.peak_bytes)
         others = [f"{p} {_short(phases[p] / scale)}" for p in PHASES if p in phases and p != top]
         if others:
             line.append(f" ({', '.join(others)} {unit})", style="dim")
     return line
 
-
-def _byte_unit(n: int) -> tuple[str, int]:
-    """The unit `human_bytes` writes `n` in, and its size: the phases read in the peak's."""
-    unit, scale = "B", 1
-    for bigger in ("KiB", "MiB", "GiB"):
-        if n < scale * 1024:
-            break
-        unit, scale = bigger, scale * 1024
-    return unit, scale
 
 
 def _how(step: StepRecord) -> Text:
