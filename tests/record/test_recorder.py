@@ -197,6 +197,36 @@ for t in threads: t.join()
     assert all(c.duration_ns is not None for c in calls)
 
 
+def test_a_model_first_called_from_several_threads_at_once_gets_one_name():
+    """The race behind a `Linear#2` beside `Linear` for one model: threads switched
+    every microsecond so that they meet inside the naming."""
+    import sys
+    import threading
+
+    import torch
+
+    from tvis_tui.record.names import ModuleNames
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(200):
+            names, fc, seen = ModuleNames(), torch.nn.Linear(2, 2), []
+            start = threading.Barrier(4)
+
+            def work():
+                start.wait()
+                seen.append(names.root_name(fc))
+            threads = [threading.Thread(target=work) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert seen == ["Linear"] * 4
+    finally:
+        sys.setswitchinterval(old)
+
+
 def test_large_tensors_keep_summaries_without_values(run_inprocess):
     code, run = run_inprocess(HEADER + "nn.Identity()(torch.ones(64, 64))\n", max_bytes=1024)
     slot = run.slots(1, "input")[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Iterable, Iterator
 
@@ -30,16 +31,23 @@ class ModuleNames:
         self._root_names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
         # Roots with parameters, by class, in the order of their numbers (#1 is unnumbered).
         self._numbered: dict[str, list[weakref.ref]] = {}
+        # A model called from several threads at once must get one name, not one per thread.
+        self._naming = threading.Lock()
 
     def root_name(self, root: torch.nn.Module) -> str:
-        self._roots[id(root)] = root
         name = self._root_names.get(root)
         if name is None:
-            name = type(root).__name__
-            if next(root.parameters(), None) is not None:
-                number = self._number(name, root)
-                name = name if number == 1 else f"{name}#{number}"
-            self._root_names[root] = name
+            with self._naming:
+                name = self._root_names.get(root) or self._new_root_name(root)
+        return name
+
+    def _new_root_name(self, root: torch.nn.Module) -> str:
+        self._roots[id(root)] = root
+        name = type(root).__name__
+        if next(root.parameters(), None) is not None:
+            number = self._number(name, root)
+            name = name if number == 1 else f"{name}#{number}"
+        self._root_names[root] = name
         return name
 
     def _number(self, cls: str, root: torch.nn.Module) -> int:
@@ -76,11 +84,11 @@ class ModuleNames:
         """id(parameter) -> `Root.blocks.0.conv1.weight`, over all live roots."""
         key = tuple(sorted(self._roots.keys()))
         if key != self._param_key:
-            self._param_key = key
-            self._params = {}
+            params: dict[int, str] = {}  # filled before it is published: other threads read it
             for root in self.roots():
                 for n, p in root.named_parameters():
-                    self._params.setdefault(id(p), f"{self.root_name(root)}.{n}")
+                    params.setdefault(id(p), f"{self.root_name(root)}.{n}")
+            self._params, self._param_key = params, key
         return self._params
 
     def gradients(self, params: Iterable[torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
