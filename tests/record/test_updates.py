@@ -203,6 +203,42 @@ for step in range(2):
     assert all(s.ratio and s.ratio > 0 for s in run.slots(step.seq, "update"))
 
 
+def test_a_closure_step_records_the_gradients_at_the_parameters_it_started_from(run_inprocess, tmp_path):
+    """.grad before an LBFGS step holds the last step's final closure gradient; the
+    step's own starts with its closure's first backward."""
+    expected = tmp_path / "grads.pt"
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+torch.manual_seed(0)
+lin = nn.Linear(3, 1)
+opt = torch.optim.LBFGS(lin.parameters(), lr=0.5, max_iter=3)
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+
+def loss_fn():
+    return (lin(x) - y).pow(2).mean()
+
+def closure():
+    opt.zero_grad()
+    loss = loss_fn()
+    loss.backward()
+    return loss
+
+grads = []
+for step in range(2):
+    grads.append([g.clone() for g in torch.autograd.grad(loss_fn(), list(lin.parameters()))])
+    opt.step(closure)
+torch.save(grads, {str(expected)!r})
+""")
+    assert code == 0
+    import torch
+    for step, grads in zip(_steps(run), torch.load(expected)):
+        slots = run.slots(step.seq, "param_grad")
+        assert [s.path for s in slots] == ["Linear.weight", "Linear.bias"]
+        for slot, grad in zip(slots, grads):
+            np.testing.assert_allclose(run.values(step.seq, slot), grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
 def test_a_step_without_a_closure_updates_only_parameters_with_a_gradient(run_inprocess):
     code, run = run_inprocess("""
 import torch

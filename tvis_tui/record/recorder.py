@@ -152,6 +152,9 @@ class Recorder:
         self._unrecorded = _Unrecorded()
         self._undo: list[Callable[[], None]] = []
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
+        # Steps taken with a closure (LBFGS): seq -> optimizer, until the closure's first
+        # backward has made the gradients this step starts from.
+        self._closure_steps: dict[int, Any] = {}
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -419,7 +422,11 @@ class Recorder:
         call = self.log.open(kind="optimizer", name=type(opt).__name__, type_=type(opt).__qualname__,
                              phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
                              def_site=self.sites.def_site(type(opt), "step"), extra=extra)
-        self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(optimizer_params(opt)))
+        if closure is None:
+            self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(optimizer_params(opt)))
+        else:  # .grad still holds the last step's: the closure computes this step's
+            self._closure_steps = {s: o for s, o in self._closure_steps.items() if o is not opt}
+            self._closure_steps[call.record.seq] = opt
         self.updates.before_step(opt, closure is not None)
 
     @_eager
@@ -431,11 +438,19 @@ class Recorder:
     def _close_optimizer(self, opt: Any, ended: int) -> None:
         call = self.log.innermost(id(opt))
         if call is not None:
+            self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
             no_grad = self.updates.after_step(opt, call.record.seq)
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt)), role="param",
                            extra=no_grad)
         self.steps.after_optimizer_step(opt)
+
+    def _put_closure_gradients(self, seq: int) -> None:
+        """The `param_grad` of a step taken with a closure: the gradients its first
+        backward made, at the parameters the step started from (as a plain step's are)."""
+        opt = self._closure_steps.pop(seq, None)
+        if opt is not None:
+            self.log.put_slots(seq, "param_grad", self.names.gradients(optimizer_params(opt)))
 
     # -- backward ------------------------------------------------------------------------
 
@@ -485,7 +500,12 @@ class Recorder:
         if self.log.innermost(call.owner) is None:
             return
         self.log.close(call, ended)
-        if len(self.steps.optimizers) or self._inside_backward():
+        if self._inside_backward():
+            return
+        steps = [c.record.seq for c in self.log.stack if c.record.seq in self._closure_steps]
+        if steps:
+            self._put_closure_gradients(steps[-1])
+        if len(self.steps.optimizers):
             return
         # No optimizer will show the gradients: attach them to the backward call.
         params = [p for root in self.names.roots() for p in root.parameters()]
