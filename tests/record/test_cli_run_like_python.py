@@ -115,6 +115,26 @@ def test_a_script_that_fails_reads_as_under_python_and_is_recorded_as_crashed(tm
         assert (run.meta()["status"], run.meta()["exit_status"]) == ("crashed", 1)
 
 
+def test_warnings_about_the_calling_line_name_the_script_as_under_python(tmp_path):
+    # F.mse_loss warns about its caller (stacklevel=2): under tvis its caller is a wrapper.
+    (tmp_path / "warn.py").write_text(
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "m = torch.nn.Linear(3, 1)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(2):\n"
+        "    loss = F.mse_loss(m(torch.ones(4, 3)), torch.ones(4))\n"
+        "    loss = loss + torch.nn.MSELoss()(m(torch.ones(2, 3)), torch.ones(2))\n"
+        "    loss.backward(); opt.step(); opt.zero_grad()\n")
+    under_python = python("warn.py", cwd=tmp_path)
+    proc = tvis_cli("run", "--out", "runs", "--name", "w", "warn.py", cwd=tmp_path)
+    assert proc.returncode == under_python.returncode == 0
+    # Each warning once, at the line python names: the script's, and MSELoss.forward's.
+    warned = [line for line in under_python.stderr.splitlines() if "Warning" in line]
+    assert len(warned) == 2 and "warn.py:6: UserWarning" in warned[0] and "loss.py" in warned[1]
+    assert [line for line in proc.stderr.splitlines() if "Warning" in line] == warned
+
+
 def test_a_training_thread_ends_quietly_at_the_step_limit(tmp_path):
     write_script(tmp_path, """
         import threading, torch

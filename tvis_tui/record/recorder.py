@@ -36,7 +36,7 @@ from tvis_tui.record.loop_head import LoopHead, loop_head
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
-from tvis_tui.record import forks, per_sample_loss
+from tvis_tui.record import forks, per_sample_loss, warning_sites
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
@@ -170,6 +170,7 @@ class Recorder:
         ]
         self._undo.extend(h.remove for h in handles)
         self._undo.append(self.grads.close)  # output hooks on tensors still alive go quiet
+        self._undo.append(warning_sites.install())
         self._wrap(torch.autograd, "backward", self._backward)
         self._wrap(dataloader_module._BaseDataLoaderIter, "__next__", self._next_batch)
         self._wrap(torch.optim.Optimizer, "__init__", self._optimizer_init)
