@@ -222,3 +222,29 @@ def test_sys_exit_codes_become_the_exit_status_python_would_give(tmp_path, code,
     assert proc.returncode == exit_status, proc.stderr
     with RunReader(tmp_path / "runs" / "r") as run:
         assert (run.meta()["status"], run.meta()["exit_status"]) == (status, exit_status)
+
+
+def test_the_run_keeps_a_command_that_records_it_again(tmp_path):
+    write_script(tmp_path, """
+        import sys, torch
+        fc = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(fc.parameters(), lr=float(sys.argv[2]))
+        for _ in range(3):
+            fc(torch.ones(1, 2)).sum().backward(); opt.step(); opt.zero_grad()
+    """)
+    typed = ["--steps", "2", "--out", "mine", "--max-tensor-bytes", "64", "--capture", "summary",
+             "--no-lines", "--no-grads", "--exclude-modules", "head*", "--include-files", "*.py",
+             "--include-files", "lib/*"]
+    first = tvis_cli("run", *typed, "--name", "a", "train.py", "--lr", "0.1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    with RunReader(tmp_path / "mine" / "a") as run:
+        meta = run.meta()
+    assert meta["command"] == ["tvis", "run", *typed, "train.py", "--lr", "0.1"]
+    again = tvis_cli("run", "--name", "b", *meta["command"][2:], cwd=meta["cwd"])
+    assert again.returncode == 0, again.stderr
+    with RunReader(tmp_path / "mine" / "b") as run:
+        redone = run.meta()
+    options = ("argv", "step_limit", "max_tensor_bytes", "capture", "lines", "grads",
+               "include_modules", "exclude_modules", "include_files", "exclude_files")
+    assert {k: redone[k] for k in options} == {k: meta[k] for k in options}
+    assert meta["step_limit"] == 2 and meta["include_files"] == ["*.py", "lib/*"]

@@ -57,6 +57,18 @@ class CaptureOptions:
                 "exclude_modules": list(self.exclude_modules),
                 "include_files": list(self.include_files), "exclude_files": list(self.exclude_files)}
 
+    def flags(self) -> list[str]:
+        """The `tvis run` flags that ask for these options (none for the defaults)."""
+        flags = [] if self.values else ["--capture", self.capture]
+        flags += [] if self.lines else ["--no-lines"]
+        flags += [] if self.grads else ["--no-grads"]
+        for flag, patterns in (("--include-modules", self.include_modules),
+                               ("--exclude-modules", self.exclude_modules),
+                               ("--include-files", self.include_files),
+                               ("--exclude-files", self.exclude_files)):
+            flags += [part for p in patterns for part in (flag, p)]
+        return flags
+
 
 def _allowed(matches: Callable[[str], bool], include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
     if any(matches(p) for p in exclude):

@@ -281,12 +281,23 @@ def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
               file=sys.stderr)
 
 
+def _command(target: Target, options: Options) -> list[str]:
+    """A `tvis run` command that records this run again: the flags that differ from the
+    defaults, then the target as typed."""
+    flags = [] if options.steps is None else ["--steps", str(options.steps)]
+    flags += [] if options.out_dir == Options.out_dir else ["--out", options.out_dir]
+    if options.max_tensor_bytes != Options.max_tensor_bytes:
+        flags += ["--max-tensor-bytes", str(options.max_tensor_bytes)]
+    flags += options.capture.flags()
+    return ["tvis", "run", *flags, *(["-m"] if target.module else []), target.name, *target.args]
+
+
 def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]:
     return {
         "script": target.name if target.module else script,
         "module": target.module,
         "argv": [target.name, *target.args],
-        "command": ["tvis", "run", *(["-m"] if target.module else []), target.name, *target.args],
+        "command": _command(target, options),
         "cwd": os.getcwd(),
         "python": platform.python_version(),
         "torch": torch.__version__,
