@@ -7,7 +7,7 @@ import shutil
 
 import numpy as np
 
-from conftest import MODEL, line_of, tensor_slot
+from conftest import MODEL, MODEL_SRC, TRAIN, _meta, line_of, tensor_slot, write_step
 from pilot import opened, press, settle
 from screen_text import screen_text
 
@@ -175,7 +175,7 @@ async def test_resizes_live_and_keeps_the_current_call_in_view(healthy_run):
             await press(pilot, "s", "S")
             text = screen_text(pilot.app)
             assert "▶" in text and "call 36 of 39" in text
-            assert "return self.head(x)" in text
+            assert "return self.he" in text  # cut or not, beside its shape at 80 columns
 
 
 async def test_no_color_keeps_markers_as_glyphs(healthy_run, monkeypatch):
@@ -500,3 +500,29 @@ async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):
         await press(pilot, "p")
         await settle(pilot)
         assert "loss of the 2 worst samples only: values not stored" in screen_text(pilot.app)
+
+
+async def test_source_pane_scrolls_long_lines_sideways_and_keeps_their_shapes(tmp_path):
+    long_line = "    x = self.relu(self.conv1(images))  # " + "a comment that runs on " * 6 + "END"
+    source = MODEL_SRC.replace("    x = self.relu(self.conv1(images))", long_line)
+    path = tmp_path / "run"
+    with RunWriter(path) as w:
+        _meta(w, TRAIN, "2026-12-01T10:00:00")
+        w.put_source(MODEL, source)
+        write_step(w, 1, np.random.default_rng(0))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(path, 3, size=(100, 30)) as pilot:
+        pane = pilot.app.screen.query_one(SourcePane)
+        line = pane.line
+        drawn = pane.render_line(line - 1 - int(pane.scroll_y)).text
+        assert drawn.rstrip().endswith("# relu → [4, 8, 8, 8]") and "…" in drawn and "END" not in drawn
+        pane.focus()
+        await press(pilot, *["right"] * 30)  # as far as it goes: the end of the longest line
+        drawn = pane.render_line(line - 1 - int(pane.scroll_y)).text
+        assert "END" in drawn and drawn.rstrip().endswith("# relu → [4, 8, 8, 8]")
+        assert drawn.startswith(f"▶{line} ")  # the gutter stays
+        assert "from column" in screen_text(pilot.app)
+        await press(pilot, "s")  # the next call, in the same file: still scrolled
+        assert pane.column > 0
+        await press(pilot, *["h"] * 30)
+        assert pane.column == 0 and "from column" not in screen_text(pilot.app)

@@ -1,7 +1,9 @@
 """The source pane: the recorded snapshot of the current call's file, on the call line.
 
 A Line-API view: only the visible lines are coloured and drawn. Lines that produced
-tensors carry their recorded shapes at the right edge when the run holds them.
+tensors carry their recorded shapes at the right edge when the run holds them; a line too
+long to show beside its shapes is cut (`…`) rather than its shapes, and ←/→ scroll the
+code sideways under a fixed gutter.
 """
 
 from __future__ import annotations
@@ -28,11 +30,17 @@ class SourcePane(ScrollView, can_focus=True):
         Binding("down,j", "move(1)", "Line down", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("left,h", "sideways(-1)", "Scroll the code left", show=False),
+        Binding("right,l", "sideways(1)", "Scroll the code right", show=False),
     ]
+    SIDEWAYS = 8
+    """Columns one press of ←/→ scrolls the code."""
     COMPONENT_CLASSES = {"source-pane--current", "source-pane--cursor", "source-pane--gutter",
                          "source-pane--shape"}
 
     cursor_line = reactive(0)
+    column = reactive(0)
+    """How many columns of code are scrolled out of view on the left."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -45,6 +53,8 @@ class SourcePane(ScrollView, can_focus=True):
 
     def show(self, path: str, text: str | None, line: int, shapes: Mapping[int, str] | None = None) -> None:
         """Show `path` (its snapshot `text`) on `line` (1-based); `shapes` maps line -> shape."""
+        if path != self.path:  # sideways scrolling stays while stepping through one file
+            self.column = 0
         self.path, self.line, self.shapes = path, line, shapes or {}
         self.border_title = f"{path.rsplit('/', 1)[-1]}:{line}" if path else "source"
         if text is None:
@@ -85,12 +95,21 @@ class SourcePane(ScrollView, can_focus=True):
         digits = len(str(len(self._highlighter.lines)))
         marker = "▶" if number == self.line else ("›" if number == self.cursor_line else " ")
         gutter = Text(f"{marker}{number:>{digits}} ", style=self.get_component_rich_style("source-pane--gutter"))
-        code = self._highlighter.line(number - 1).copy()
-        text = gutter + code
+        code = self._highlighter.line(number - 1)[self.column:]
         shape = self.shapes.get(number)
-        if shape:
-            pad = max(1, width - len(text) - len(shape) - 2)
-            text.append(" " * pad + "# " + shape, style=self.get_component_rich_style("source-pane--shape"))
+        note = f"  # {shape}" if shape else ""
+        room = width - len(gutter) - len(note)
+        if note and len(code) > room:
+            # The shapes are what this pane is for: the code is cut first, down to half
+            # the pane; past that the shapes are cut too.
+            half = (width - len(gutter)) // 2
+            if room < half:
+                note, room = note[:max(1, width - len(gutter) - half - 1)] + "…", half
+            code = code[:max(0, room - 1)] + Text("…", style="dim")
+        text = gutter + code
+        if note:
+            pad = max(0, width - len(text) - len(note))
+            text.append(" " * pad + note, style=self.get_component_rich_style("source-pane--shape"))
         if number == self.line:
             text.stylize(self.get_component_rich_style("source-pane--current"))
         elif number == self.cursor_line:
@@ -107,6 +126,25 @@ class SourcePane(ScrollView, can_focus=True):
     def action_move(self, delta: int) -> None:
         if self._highlighter is not None:
             self.cursor_line = max(1, min(len(self._highlighter.lines), self.cursor_line + delta))
+
+    def action_sideways(self, direction: int) -> None:
+        if self._highlighter is not None:
+            self.column = max(0, min(self.column + direction * self.SIDEWAYS, self._last_column()))
+
+    def _last_column(self) -> int:
+        """The column that brings the end of the widest line (with its shapes) into view."""
+        assert self._highlighter is not None
+        lines = self._highlighter.lines
+        gutter = len(str(len(lines))) + 2
+        room = self.scrollable_content_region.width - gutter
+        widest = max((len(line) for line in lines), default=0)
+        noted = max((len(lines[n - 1]) + len(shape) + 4 for n, shape in self.shapes.items()
+                     if 0 < n <= len(lines)), default=0)
+        return max(0, max(widest, noted) - room)
+
+    def watch_column(self, column: int) -> None:
+        self.border_subtitle = f"from column {column + 1}  ← →" if column else ""
+        self.refresh()
 
     def action_page(self, direction: int) -> None:
         self.action_move(direction * max(1, self.scrollable_content_region.height - 1))
