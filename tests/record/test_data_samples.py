@@ -80,6 +80,9 @@ def _check(run):
             np.testing.assert_allclose(shifted, raw.astype(np.float32) / 255 - 0.5, rtol=1e-6)
             assert S.image(entry["input"]).shape == (8, 8, 3)
             assert s["tokens"][0]["method"] == "encode" and s["tokens"][0]["ids"] == [s["index"] % 4] * 2
+            image, label, ids = (value for _, value in s["item"]["items"])
+            assert (ids["decoded"], ids["tokenizer"]) == ("abcd"[s["index"] % 4] * 2, "CharTok")
+            assert "decoded" not in image and "decoded" not in label
     assert seen == set(range(8))
     preds = S.all_predictions(run)
     assert preds[0]["kind"] == "classes"
@@ -98,6 +101,37 @@ def test_worker_samples_are_as_complete(run_inprocess):
     assert code == 0
     _check(run)
     assert {b["worker"] for b in S.batches(run)} == {0, 1}
+
+
+def test_token_ids_in_samples_are_decoded_but_masks_and_ignored_labels_are_not(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch.utils.data import DataLoader
+
+class Tok:  # the script's tokenizer, called before training: tvis decodes with a copy
+    vocab = "_abcdefgh"
+    vocab_size = len(vocab)
+    def encode(self, text):
+        return [self.vocab.index(c) for c in text]
+    def decode(self, ids):
+        return "".join(self.vocab[i] for i in ids)
+
+tok = Tok()
+words = ["bad", "cab", "fed", "hag"]
+data = [{"input_ids": torch.tensor(tok.encode(w)), "attention_mask": torch.ones(3, dtype=torch.long),
+         "labels": torch.tensor([-100] + tok.encode(w)[1:])} for w in words]
+emb = torch.nn.Embedding(9, 9)
+opt = torch.optim.SGD(emb.parameters(), lr=0.1)
+for batch in DataLoader(data, batch_size=2):
+    logits = emb(batch["input_ids"])
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten())
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    samples = S.samples(run, S.batches(run)[0]["seq"])
+    items = [dict(s["item"]["items"]) for s in samples]
+    assert [(i["input_ids"]["decoded"], i["input_ids"]["tokenizer"]) for i in items] == [("bad", "Tok"), ("cab", "Tok")]
+    assert not any("decoded" in i["attention_mask"] or "decoded" in i["labels"] for i in items)
 
 
 def test_export_shows_batches_samples_and_predictions(run_inprocess, tmp_path):

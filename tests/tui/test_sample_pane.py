@@ -88,6 +88,8 @@ def test_parts_write_text_tokens_and_small_tensors():
     assert [(p.note, p.text) for p in parts[:2]] == [("int64 [3]", "3 1 4"),
                                                      ("float32 [4096]  -1.5 to 2, mean 0.25", None)]
     assert parts[2].note == "int64 [100], the first 64" and parts[2].text.endswith(" 62 63 …")
+    decoded = sample_parts({"item": {**small, "decoded": "dog", "tokenizer": "CharTok"}})[0]
+    assert (decoded.note, decoded.text) == ("int64 [3]  CharTok text", "'dog'\n3 1 4")
 
 
 async def test_step_view_draws_the_selected_sample(healthy_run):

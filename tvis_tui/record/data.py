@@ -18,6 +18,7 @@ import builtins
 import functools
 import itertools
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -28,7 +29,7 @@ from torch.utils.data._utils import fetch as fetch_module
 from tvis_tui.record import decoding, workers
 from tvis_tui.record.describe import Budget
 from tvis_tui.record.samples import DETAILED_SAMPLES, BatchCapture, current, observed_fetch
-from tvis_tui.record.tokenizers import TokenizerWatch
+from tvis_tui.record.tokenizers import TokenizerWatch, vocab_size, weak_ref
 from tvis_tui.store import samples as store
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class DataCapture:
         self._dataset: Any = None
         self._batch_size: int | None = None
         self._tokenizer_copies = decoding.TokenizerCopies()
+        self._predicted_with: weakref.ref | None = None
         self.tokens = TokenizerWatch(self._on_tokens, self._is_user_file,
                                      lambda undo: recorder._undo.append(undo))
         recorder.writer.put_meta(data_detail_samples=DETAILED_SAMPLES)
@@ -111,10 +113,27 @@ class DataCapture:
         batch = {**batch, "seq": seq, "step": step, "dataset": type(dataset).__name__}
         self._dataset, self._batch_size = dataset, len(samples) or None
         self._rec.writer.call(store.put_batch, batch)
+        held = [obj for obj in (vars(dataset).values() if hasattr(dataset, "__dict__") else ())
+                if self.tokens.consider(obj)]  # a tokenizer the dataset holds
+        self._decode_samples(samples, held[0] if held else self._tokenizer())
         for sample in samples:
             self._rec.writer.call(store.put_sample, seq, sample)
-        for obj in vars(dataset).values() if hasattr(dataset, "__dict__") else ():
-            self.tokens.consider(obj)  # a tokenizer the dataset holds
+
+    def _decode_samples(self, samples: list[dict[str, Any]], tokenizer: Any) -> None:
+        """Token ids among the samples' values get their text, as predictions do."""
+        decoder = self._tokenizer_copies.of(tokenizer) if tokenizer is not None else None
+        if decoder is not None:
+            for sample in samples:
+                decoding.decode_sample(sample.get("item"), decoder, vocab_size(tokenizer),
+                                       type(tokenizer).__name__)
+
+    def _tokenizer(self) -> Any:
+        """The tokenizer that decoded the last predictions, else the last one called."""
+        for ref in (self._predicted_with, self.tokens.last):
+            tokenizer = ref() if ref is not None else None
+            if tokenizer is not None:
+                return tokenizer
+        return None
 
     # -- tokenizers ----------------------------------------------------------------------
 
@@ -174,6 +193,7 @@ class DataCapture:
             tokenizer = self.tokens.last()
         if tokenizer is not None:
             self.tokens.consider(tokenizer)
+            self._predicted_with = weak_ref(tokenizer)
         record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
                                       kwargs.get("ignore_index", -100), self._tokenizer_copies)
         if record is not None:

@@ -19,6 +19,7 @@ import inspect
 from types import FrameType
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import torch
 
 from tvis_tui.record.tokenizers import looks_like_tokenizer, vocab_size
@@ -226,3 +227,35 @@ def _decode(tokenizer: Any | None, ids: list[int]) -> str | None:
     except Exception:  # a tokenizer that wants another input type: the ids still show
         return None
     return text[:MAX_TEXT] if isinstance(text, str) else None
+
+
+NOT_TOKENS = ("mask", "type", "position")
+"""Keys of integer members that hold no token ids (`attention_mask`, `token_type_ids`)."""
+
+
+def decode_sample(value: Any, decoder: Any, vocab: int | None, tokenizer: str) -> None:
+    """Add `decoded` (text) and `tokenizer` to each 1-D integer tensor of a described sample
+    value (describe.py) whose kept values are all ids of the tokenizer's vocabulary (when
+    it tells its size) and decode."""
+    if not isinstance(value, dict):
+        return
+    for key, member in value.get("items") or ():
+        if not (isinstance(key, str) and any(word in key.lower() for word in NOT_TOKENS)):
+            decode_sample(member, decoder, vocab, tokenizer)
+    ids = _token_ids(value, vocab)
+    if ids is not None:
+        text = _decode(decoder, ids)
+        if text is not None:
+            value["decoded"], value["tokenizer"] = text, tokenizer
+
+
+def _token_ids(value: dict[str, Any], vocab: int | None) -> list[int] | None:
+    raw, dtype = value.get("values"), value.get("values_dtype")
+    if value.get("kind") not in ("tensor", "ndarray") or raw is None or dtype is None:
+        return None
+    if len(value.get("shape", ())) != 1 or np.dtype(dtype).kind not in "iu":
+        return None
+    ids = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"))
+    if ids.size < 2 or ids.min() < 0 or (vocab is not None and ids.max() >= vocab):
+        return None  # without a vocabulary size, a decode that fails says they are not ids
+    return ids.tolist()

@@ -105,7 +105,7 @@ class TokenizerWatch:
                 result = original(tok, *args, **kwargs)
             finally:
                 depth.n -= 1
-            self.last = _ref(tok)
+            self.last = weak_ref(tok)
             sink(tok, lambda: call_record(tok, name, args, kwargs, result))
             return result
 
@@ -164,7 +164,7 @@ def vocab_size(tok: Any) -> int | None:
         return None
 
 
-def _ref(tok: Any) -> weakref.ref | None:
+def weak_ref(tok: Any) -> weakref.ref | None:
     try:
         return weakref.ref(tok)
     except TypeError:

@@ -139,7 +139,12 @@ def _array_part(label: str, value: dict[str, Any]) -> Part:
         values = None  # complex: the statistics say more than the real parts would
     if values is not None and values.dtype.kind in "biu":  # ids and labels in full, exactly
         shown, more = _listed([int(v) for v in values.reshape(-1)[:SHOWN_INTEGERS + 1]])
-        return Part(label, about + (f", the first {SHOWN_INTEGERS}" if more else ""), text=shown + more)
+        about += f", the first {SHOWN_INTEGERS}" if more else ""
+        decoded = value.get("decoded")
+        if isinstance(decoded, str):  # token ids: the text first, as the tokenizer reads them
+            return Part(label, f"{about}  {value.get('tokenizer', 'tokenizer')} text",
+                        text=f"{decoded[:TEXT_CHARS]!r}\n{shown}{more}")
+        return Part(label, about, text=shown + more)
     if values is not None and values.size <= SHOWN_VALUES:
         return Part(label, about, text=" ".join(number(float(v)) for v in values.reshape(-1)))
     stats = value.get("stats") or {}
