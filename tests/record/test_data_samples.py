@@ -134,6 +134,42 @@ for batch in DataLoader(data, batch_size=2):
     assert not any("decoded" in i["attention_mask"] or "decoded" in i["labels"] for i in items)
 
 
+def test_predictions_of_nan_logits_are_marked_not_ranked(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+torch.manual_seed(0)
+m = torch.nn.Linear(4, 3)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+x = torch.randn(3, 4)
+x[1, 0] = float("nan")
+loss = torch.nn.functional.cross_entropy(m(x), torch.tensor([0, 1, 2]))
+loss.backward(); opt.step()
+""")
+    assert code == 0
+    rows = S.all_predictions(run)[0]["samples"]
+    assert rows[1] == {"top": [], "nonfinite": True, "target": "1", "target_index": 1}
+    assert len(rows[0]["top"]) == 3 and "correct" in rows[0] and "nonfinite" not in rows[0]
+
+
+def test_token_predictions_count_positions_with_nan_logits():
+    import torch
+
+    from tvis_tui.record import decoding
+
+    class Tok:
+        vocab_size = 3
+
+        def decode(self, ids):
+            return "".join("abc"[i] for i in ids)
+
+    logits = torch.zeros(2, 3, 4)  # (batch, vocab, positions), as cross_entropy takes them
+    logits[1, 2, 0] = float("nan")
+    logits[1, 0, 3] = float("inf")
+    record = decoding.predictions(logits, torch.zeros(2, 4, dtype=torch.long), None, Tok(), None, -100,
+                                  decoding.TokenizerCopies())
+    assert [row.get("nonfinite") for row in record["samples"]] == [None, 2]
+
+
 def test_export_shows_batches_samples_and_predictions(run_inprocess, tmp_path):
     import io
     import json

@@ -202,3 +202,26 @@ async def test_half_blocks_draw_the_pixels_colors():
 def test_an_unknown_drawing_method_is_one_line():
     with pytest.raises(TvisError, match="'sixels' is not a drawing method; use one of auto, sixel, kitty"):
         picture.choose("sixels")
+
+
+async def test_predictions_from_nan_logits_say_so_instead_of_ranking_them(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in (1, 2):
+            write_step(w, step, np.random.default_rng(0))
+        put_prediction(w, {"kind": "classes", "names": True, "classes": 2, "step": 1, "loss": "F.cross_entropy",
+                           "samples": [{"top": [["cat", 0, 0.9], ["dog", 1, 0.1]], "target": "cat",
+                                        "target_index": 0, "correct": True},
+                                       {"top": [], "nonfinite": True, "target": "dog", "target_index": 1}]})
+        put_prediction(w, {"kind": "tokens", "tokenizer": "CharTok", "step": 2, "loss": "F.cross_entropy",
+                           "samples": [{"predicted": "aaa", "predicted_ids": [0, 0, 0], "target": "abc",
+                                        "target_ids": [0, 1, 2], "accuracy": 1 / 3, "nonfinite": 2}]})
+        w.close(status="ok", steps_recorded=2)
+    async with opened(tmp_path / "run", 2) as pilot:
+        await press(pilot, "p")
+        assert "1 of 1 right  1 with NaN/Inf logits" in screen_text(pilot.app)
+        rows = [line for line in screen_text(pilot.app).splitlines() if "cat" in line or "dog" in line]
+        assert "cat 90%" in rows[0] and "✓" in rows[0]
+        assert "NaN/Inf logits" in rows[1] and "%" not in rows[1] and "✗" not in rows[1]
+        await press(pilot, "right_square_bracket")
+        assert "NaN/Inf at 2" in screen_text(pilot.app)

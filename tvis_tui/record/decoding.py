@@ -162,14 +162,18 @@ def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None
     labels = _targets(t, n, x.shape[-1])
     ignorable = t is not None and not t.is_floating_point()  # probability targets ignore nothing
     label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
+    finite = torch.isfinite(x[:n]).all(-1).tolist()
     rows = []
     for row, (ps, ids) in enumerate(zip(p.tolist(), idx.tolist())):
-        entry: dict[str, Any] = {"top": [[label(i), i, round(q, 6)] for q, i in zip(ps, ids)]}
+        # NaN/Inf logits rank nothing: their "top" classes would be an artefact of topk.
+        entry: dict[str, Any] = ({"top": [[label(i), i, round(q, 6)] for q, i in zip(ps, ids)]}
+                                 if finite[row] else {"top": [], "nonfinite": True})
         if labels is not None and ignorable and labels[row] == ignore_index:
             entry["ignored"] = True  # the loss leaves it out: it has no target to be right about
         elif labels is not None:
             entry["target"], entry["target_index"] = label(labels[row]), labels[row]
-            entry["correct"] = ids[0] == labels[row]
+            if finite[row]:
+                entry["correct"] = ids[0] == labels[row]
         rows.append(entry)
     return {"kind": "classes", "names": names is not None, "classes": x.shape[-1], "samples": rows}
 
@@ -205,11 +209,14 @@ def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, decoder: A
         x = x.unsqueeze(0)
     x = x.reshape(x.shape[0], -1, x.shape[-1])
     pred = x[:MAX_SAMPLES].argmax(-1)
+    nonfinite = (~torch.isfinite(x[:MAX_SAMPLES]).all(-1)).sum(-1).tolist()
     tgt = t.reshape(x.shape[0], -1)[:MAX_SAMPLES] if t is not None and t.numel() == x.shape[0] * x.shape[1] else None
     rows = []
     for b in range(pred.shape[0]):
         ids = pred[b].tolist()
         entry: dict[str, Any] = {"predicted": _decode(decoder, ids), "predicted_ids": ids}
+        if nonfinite[b]:
+            entry["nonfinite"] = nonfinite[b]  # positions whose argmax a NaN/Inf decided
         if tgt is not None:
             want = tgt[b].tolist()
             kept = [i for i in want if i != ignore_index]

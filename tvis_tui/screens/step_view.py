@@ -161,7 +161,7 @@ class StepScreen(Screen[None]):
             for i, row in enumerate(record.get("samples", [])):
                 table.add_row(str(i), _text(row.get("predicted"), row.get("predicted_ids")),
                               _text(row.get("target"), row.get("target_ids")),
-                              Text(f"{row['accuracy']:.0%}" if "accuracy" in row else "", justify="right"))
+                              _accuracy(row))
             return
         table.add_columns("#", "sample", "target", "predicted", "", "loss")
         if worst and len(losses) == len(worst) < len(record.get("samples", [])):
@@ -261,7 +261,9 @@ def _score(record: dict[str, Any]) -> str:
         scores = [r["accuracy"] for r in rows if "accuracy" in r]
         return f"  token accuracy {sum(scores) / len(scores):.0%}" if scores else ""
     judged = [r["correct"] for r in rows if "correct" in r]
-    return f"  {sum(judged)} of {len(judged)} right" if judged else ""
+    nonfinite = sum(1 for r in rows if r.get("nonfinite"))
+    return ((f"  {sum(judged)} of {len(judged)} right" if judged else "")
+            + (f"  {nonfinite} with NaN/Inf logits" if nonfinite else ""))
 
 
 def _class_cells(row: dict[str, Any]) -> list[Text]:
@@ -269,6 +271,8 @@ def _class_cells(row: dict[str, Any]) -> list[Text]:
     top = Text(no_wrap=True)
     for j, (label, _, prob) in enumerate(row.get("top", [])[:TOP_SHOWN]):
         top.append(("  " if j else "") + f"{label} {prob:.0%}", style="bold" if j == 0 else "dim")
+    if row.get("nonfinite"):
+        top.append("NaN/Inf logits", style="bold red")
     if row.get("ignored"):
         return [Text("ignored", style="dim italic"), top, Text("")]
     target = Text(str(row.get("target", "")))
@@ -276,6 +280,13 @@ def _class_cells(row: dict[str, Any]) -> list[Text]:
         return [target, top, Text("")]
     mark = Text("✓", style="green") if row["correct"] else Text("✗", style="bold red")
     return [target, top, mark]
+
+
+def _accuracy(row: dict[str, Any]) -> Text:
+    """Token accuracy, or how many positions had NaN/Inf logits (their argmax means nothing)."""
+    if row.get("nonfinite"):
+        return Text(f"NaN/Inf at {row['nonfinite']}", style="bold red", justify="right")
+    return Text(f"{row['accuracy']:.0%}" if "accuracy" in row else "", justify="right")
 
 
 def _text(decoded: str | None, ids: list[int] | None) -> Text:
