@@ -21,3 +21,9 @@ def test_integer_tensors_show_min_and_max_in_full():
 def test_float_tensors_keep_four_significant_digits():
     cells = _cells("float32", -2147483648.0, 50256.0)
     assert (cells["min"], cells["max"], cells["std"]) == ("-2.147e+09", "5.026e+04", "1.5")
+
+
+def test_a_slot_named_like_its_role_is_named_once():
+    named = {(role, path): slot_cells(Slot(role, 0, path, repr="1"))[0].plain
+             for role, path in [("per_sample", "per_sample"), ("per_sample", "kept"), ("update", "Net.fc.weight")]}
+    assert list(named.values()) == ["per_sample", "per_sample kept", "update Net.fc.weight"]

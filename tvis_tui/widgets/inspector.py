@@ -25,7 +25,7 @@ def _is_integer(dtype: str | None) -> bool:
 
 def slot_cells(slot: Slot) -> list[Text]:
     """One table row: a tensor's summary, or a plain value's repr."""
-    name = Text(f"{slot.role} {slot.path}", no_wrap=True)
+    name = Text(slot.role if slot.path == slot.role else f"{slot.role} {slot.path}", no_wrap=True)
     if not slot.is_tensor:
         return [name, Text(slot.repr or "", style="dim", no_wrap=True), *[Text("")] * (len(COLUMNS) - 2)]
     stats = slot.stats
