@@ -146,8 +146,9 @@ loss = torch.nn.functional.cross_entropy(m(x), torch.tensor([0, 1, 2]))
 loss.backward(); opt.step()
 """)
     assert code == 0
-    rows = S.all_predictions(run)[0]["samples"]
-    assert rows[1] == {"top": [], "nonfinite": True, "target": "1", "target_index": 1}
+    record = S.all_predictions(run)[0]
+    rows = record["samples"]
+    assert record["rows"] == 3 and rows[1] == {"top": [], "nonfinite": True, "target": "1", "target_index": 1}
     assert len(rows[0]["top"]) == 3 and "correct" in rows[0] and "nonfinite" not in rows[0]
 
 

@@ -141,16 +141,32 @@ def _run_with(path, samples: list[dict], predictions: dict | None = None, size: 
     return path
 
 
+TOKEN_ROWS = [{"top": [["a", 0, 0.9]], "target": "a", "target_index": 0, "correct": True}] * 6
+
+
 async def test_rows_per_token_are_not_taken_for_samples(tmp_path):
     """Logits flattened to (B*T, V) with no tokenizer found give a row per token: row 1 is
-    not the batch's sample 1, and neither the table nor the pane may say it is."""
-    rows = [{"top": [["a", 0, 0.9]], "target": "a", "target_index": 0, "correct": True}] * 6
-    run = _run_with(tmp_path / "run", SAMPLES[:2], {"kind": "classes", "step": 1, "samples": rows})
+    not the batch's sample 1, and neither the table nor the pane may say it is (a run
+    recorded before predictions kept their row count cannot tell which sample it is)."""
+    run = _run_with(tmp_path / "run", SAMPLES[:2], {"kind": "classes", "step": 1, "samples": TOKEN_ROWS})
     async with opened(run, 2) as pilot:
         await press(pilot, "p")
         text = _pane(screen_text(pilot.app))
-        assert "these 6 rows are not the batch's 2 samples" in text and "sample 40" not in text
+        assert "these prediction rows do not divide into the batch's 2 samples" in text
+        assert "sample 40" not in text
         assert "  40" not in screen_text(pilot.app)  # no dataset index beside a token's row
+
+
+async def test_rows_per_token_lead_to_the_sample_they_belong_to(tmp_path):
+    record = {"kind": "classes", "step": 1, "rows": 6, "samples": TOKEN_ROWS}
+    run = _run_with(tmp_path / "run", SAMPLES[:2], record)
+    async with opened(run, 2) as pilot:
+        await press(pilot, "p")
+        assert "sample 12 (#0), row 1 of its 3" in screen_text(pilot.app)  # the pane's title
+        await press(pilot, "j", "j", "j", "j")  # the 5th row: the second sample's second token
+        assert "sample 7 (#1), row 2 of its 3" in screen_text(pilot.app)
+        table = [line for line in screen_text(pilot.app).splitlines() if "a 90%" in line]
+        assert ["  40 " in line for line in table] == [True] * 3 + [False] * 3
 
 
 async def test_pictures_are_sized_again_when_the_pane_resizes(tmp_path):

@@ -175,7 +175,8 @@ def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None
             if finite[row]:
                 entry["correct"] = ids[0] == labels[row]
         rows.append(entry)
-    return {"kind": "classes", "names": names is not None, "classes": x.shape[-1], "samples": rows}
+    return {"kind": "classes", "names": names is not None, "classes": x.shape[-1], "rows": x.shape[0],
+            "samples": rows}
 
 
 def _targets(t: torch.Tensor | None, n: int, classes: int) -> list[int] | None:

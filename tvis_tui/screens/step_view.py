@@ -55,7 +55,9 @@ class StepScreen(Screen[None]):
         self.numbers: list[int] = []  # every step of the run, as the call tree lists them
         self.batch: dict[str, Any] | None = None  # the step's DataLoader batch, when one made it
         self.samples: dict[int, dict[str, Any]] = {}  # its sample records by position
-        self.rows = 0  # rows of the predictions table (samples, or tokens or pixels)
+        # Rows of the predictions table per sample of the batch: 1, or a sequence's tokens
+        # or an image's pixels; None when the rows do not divide into the batch's samples.
+        self.per_sample: int | None = 1
         self.plotted = "loss"  # a key of PLOTTED
 
     def compose(self) -> ComposeResult:
@@ -104,7 +106,7 @@ class StepScreen(Screen[None]):
         measures = step_measures(this) if this is not None else Text("not finished: nothing measured yet", style="dim")
         self.query_one("#step-measures", Static).update(measures)
         self._plot(steps)
-        self.rows, indices = _rows_and_indices(record, batch)
+        self.per_sample, indices = _rows_and_indices(record, batch)
         self._table(record, *losses, indices)
         self.query_one(SamplePane).display = batch is not None
         self._show_sample(self.query_one(RowTable).cursor_row)
@@ -175,20 +177,22 @@ class StepScreen(Screen[None]):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_sample(event.cursor_row)
 
-    def _show_sample(self, position: int) -> None:
-        """The sample at `position` of the step's batch (the table's rows are its samples)."""
+    def _show_sample(self, row: int) -> None:
+        """The sample of the step's batch that table row `row` belongs to."""
         if self.batch is None:
             return
         pane = self.query_one(SamplePane)
-        size = _batch_size(self.batch)
-        if self.rows != size:
-            pane.show("sample", None, f"these {self.rows} rows are not the batch's {size} samples "
-                                      "(one per token or pixel?): pick a sample in the data phase")
+        size, per = _batch_size(self.batch), self.per_sample
+        if per is None:
+            pane.show("sample", None, "these prediction rows do not divide into the batch's "
+                                      f"{size} samples: pick a sample in the data phase")
             return
+        position = row // per
         sample = self.samples.get(position)
         index = _dataset_index(self.batch, sample, position)
         # Named as the table names it: the dataset index under "sample", the position under "#".
         title = (f"sample {index} " if index is not None else "sample ") + f"(#{position})"
+        title += f", row {row % per + 1} of its {per}" if per > 1 else ""
         if sample is not None and any(key in sample for key in ("item", "transforms", "tokens")):
             pane.show(title, sample)
         elif position < size:
@@ -224,15 +228,20 @@ def sample_losses(reader: RunReader, step: StepRecord) -> tuple[dict[int, float]
 
 
 def _rows_and_indices(record: dict[str, Any] | None, batch: dict[str, Any] | None
-                      ) -> tuple[int, list[Any] | None]:
-    """How many rows the table has, and the dataset index of each when row i is the
-    batch's sample i (not when rows are tokens or pixels)."""
+                      ) -> tuple[int | None, list[Any] | None]:
+    """The table's rows per sample of the batch (None when they do not divide into its
+    samples), and the dataset index of the sample each row belongs to."""
     indices = batch.get("indices") if batch is not None else None
     indices = indices if isinstance(indices, list) else None
-    rows = len(record.get("samples", [])) if record is not None else len(indices or ())
-    if batch is not None and rows != _batch_size(batch):
-        indices = None
-    return rows, indices
+    if record is None or batch is None:
+        return 1, indices
+    shown = len(record.get("samples", []))
+    # `rows` counts them before the cap on stored rows (runs before it: only what is stored).
+    rows, size = record.get("rows", shown), _batch_size(batch)
+    per = 1 if rows == size else rows // size if size and "rows" in record and rows % size == 0 else None
+    if per is None or indices is None:
+        return per, None
+    return per, [indices[r // per] for r in range(shown) if r // per < len(indices)]
 
 
 def _batch_size(batch: dict[str, Any]) -> int:
