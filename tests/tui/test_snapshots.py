@@ -20,6 +20,7 @@ LAYOUTS = {
     "debugger": ("healthy_run", 10, []),
     "nan_call": ("healthy_run", 36, []),
     "crashed": ("crashed_run", None, []),
+    "exception": ("crashed_run", None, ["x"]),
     "help": ("healthy_run", 1, ["question_mark"]),
     "values": ("healthy_run", 10, ["v"]),
     "step_view": ("healthy_run", 10, ["p"]),
