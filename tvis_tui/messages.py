@@ -39,10 +39,13 @@ class RowsChanged(Message):
 
 @dataclass
 class JumpFound(Message):
-    """A search in a worker found call `seq` (None: nothing matched `what`)."""
+    """A search in a worker found call `seq` (None: nothing matched `what`). A search that
+    wraps around the run started at call `start`, going `forward` or not."""
 
     seq: int | None
     what: str
+    start: int | None = None
+    forward: bool = True
 
 
 @dataclass

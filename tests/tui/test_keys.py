@@ -114,6 +114,21 @@ async def test_markup_typed_into_a_prompt_is_shown_as_typed(healthy_run, prompt)
         assert any("'[/]'" in m for m in messages), messages
 
 
+async def test_search_says_when_it_wraps_around_the_run(healthy_run):
+    async with opened(healthy_run, 1) as pilot:
+        await press(pilot, "slash", *"head", "enter", "semicolon", "semicolon")
+        assert pilot.app.screen.seq == 36 and not pilot.app._notifications  # 10, 23, 36
+        await press(pilot, "semicolon")
+        assert pilot.app.screen.seq == 10
+        assert [n.message for n in pilot.app._notifications] == ["search wrapped to the start of the run"]
+        await press(pilot, "comma")
+        assert pilot.app.screen.seq == 36
+        assert "search wrapped to the end of the run" in [n.message for n in pilot.app._notifications]
+        await press(pilot, "slash", *"criterion_never", "enter")
+        assert pilot.app.screen.seq == 36
+        assert "no call matching 'criterion_never'" in [n.message for n in pilot.app._notifications]
+
+
 async def test_a_step_cut_short_says_unfinished(crashed_run, healthy_run):
     async with opened(crashed_run) as pilot:
         text = screen_text(pilot.app)

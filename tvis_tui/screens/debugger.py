@@ -209,14 +209,23 @@ class DebuggerScreen(SteppingActions, Screen):
             self.action_search()
             return
         text, seq = self.search_text, self.seq
-        self.find(lambda: self.stepper.search(text, seq, forward=forward), f"call matching {text!r}")
+        self.find(lambda: self.stepper.search(text, seq, forward=forward), f"call matching {text!r}",
+                  start=seq, forward=forward)
 
     @work(thread=True, exclusive=True, group="find")
-    def find(self, search: Callable[[], int | None], what: str) -> None:
-        self.post_message(JumpFound(search(), what))
+    def find(self, search: Callable[[], int | None], what: str, start: int | None = None,
+             forward: bool = True) -> None:
+        self.post_message(JumpFound(search(), what, start, forward))
 
     def on_jump_found(self, message: JumpFound) -> None:
-        self.jump(message.seq, message.what)
+        found, start = message.seq, message.start
+        if found is not None and start is not None:
+            if found == start:
+                self.notify(f"the only {message.what}", timeout=2, markup=False)
+            elif (found < start) == message.forward:  # past the last match: from the other end
+                self.notify(f"search wrapped to the {'start' if message.forward else 'end'} of the run",
+                            timeout=2)
+        self.jump(found, message.what)
 
     def action_history(self, direction: int) -> None:
         source, target = (self.history, self.future) if direction < 0 else (self.future, self.history)
