@@ -89,10 +89,12 @@ class SteppingActions:
         self.jump(self.stepper.stop(self.seq, forward=False), "earlier call with NaN/Inf output")
 
     def action_optimizer(self, forward: bool) -> None:
-        self.jump(self.stepper.optimizer(self.seq, forward=forward), "optimizer step that way")
+        self.jump(self.stepper.optimizer(self.seq, forward=forward),
+                  f"{'later' if forward else 'earlier'} optimizer step")
 
     def action_step_start(self, forward: bool) -> None:
-        self.jump(self.stepper.step_start(self.seq, forward=forward), "training step that way")
+        self.jump(self.stepper.step_start(self.seq, forward=forward),
+                  f"{'later' if forward else 'earlier'} training step")
 
     def action_phase(self, phase: str) -> None:
         self.jump(self.stepper.phase_start(self.seq, phase), f"{phase} phase in this step")
