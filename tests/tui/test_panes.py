@@ -143,6 +143,18 @@ async def test_values_view_pages_and_slices(healthy_run):
         assert pilot.app.screen.seq == 3
 
 
+async def test_values_view_writes_a_single_value_out_exactly(healthy_run):
+    async with opened(healthy_run, 3) as pilot:  # conv1: output [4, 8, 8, 8] stored
+        pilot.app.screen.query_one("#inspector").focus()
+        await press(pilot, "down", "enter", "i", *["backspace"] * 20, *"1, 2, 3, 4", "enter")
+        screen = pilot.app.screen
+        exact = screen.array[1, 2, 3, 4]
+        assert f"[1, 2, 3, 4] → [] = {exact}" in screen_text(pilot.app)
+        assert len(str(exact)) > len(f"{exact:.4g}")  # more than the grid's 4 digits
+        await press(pilot, "i", *["backspace"] * 20, *"1, 2, 3, :", "enter")
+        assert " = " not in screen_text(pilot.app).splitlines()[0]
+
+
 async def test_slot_without_values_does_not_open_a_view(healthy_run):
     async with opened(healthy_run, 12) as pilot:  # backward: param grad, values not kept
         pilot.app.screen.query_one("#inspector").focus()

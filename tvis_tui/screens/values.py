@@ -59,23 +59,26 @@ class ValuesScreen(Screen):
     def _draw(self) -> None:
         assert self.array is not None
         view = self.array[self.index]
-        self.query_one("#values-title", Static).update(self._title(view.shape))
+        self.query_one("#values-title", Static).update(self._title(view))
         self.query_one(ValuesGrid).show(view, *view_labels(self.index, self.array.shape))
 
     def on_resize(self) -> None:
         if self.array is not None:  # the title only: redrawing the grid would scroll it home
-            self.query_one("#values-title", Static).update(self._title(self.array[self.index].shape))
+            self.query_one("#values-title", Static).update(self._title(self.array[self.index]))
 
-    def _title(self, view_shape: tuple[int, ...]) -> Text:
+    def _title(self, view: np.ndarray) -> Text:
         """One line: what the values are, the index and the view's shape, then the tensor's
         dtype and shape (also in the inspector). The index is what changes as a person
         slices, so when the line is too long the dtype and shape go first, then the slot's
-        path gives way from the left (a parameter's last names say most)."""
+        path gives way from the left (a parameter's last names say most). A single value
+        is written out exactly too: the grid rounds to 4 digits."""
         assert self.array is not None
         head = f"call #{self.seq}  {self.slot.role} "
         index = Text("  ")
         index.append(format_index(self.index, self.array.ndim), style="bold cyan")
-        index.append(f" → {shape(view_shape)}", style="dim")
+        index.append(f" → {shape(view.shape)}", style="dim")
+        if view.size == 1:
+            index.append(f" = {view.reshape(())[()]}", style="bold")
         path = self.slot.path
         width = self.query_one("#values-title", Static).content_size.width
         # One cell more: the "…" that says the dtype and shape were cut.
