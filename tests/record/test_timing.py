@@ -9,6 +9,7 @@ import torch
 
 from tvis_tui.record import calls, slots, timing
 from tvis_tui.record.data import DataCapture
+from tvis_tui.record.options import CaptureOptions
 
 MS = 1_000_000
 
@@ -73,6 +74,34 @@ def test_durations_and_step_times_leave_tvis_capture_work_out(run_inprocess, mon
     # Inside Outer: Inner's open and close (Outer's own are between calls).
     assert step.extra["tvis_overhead_phase_ns"]["forward"] >= 2 * TVIS_WORK_S * 1e9
     assert run.meta()["tvis_overhead_ns"] >= overhead
+
+
+def test_durations_leave_out_what_tvis_does_when_a_tensor_dies_in_the_script(run_inprocess, monkeypatch):
+    from tvis_tui.record.live_tensors import LiveTensors
+
+    _slow_capture(monkeypatch, LiveTensors, "_forget")  # 30 ms each time a seen tensor dies
+    code, run = run_inprocess("""
+import time
+import torch
+from torch import nn
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Identity()
+
+    def forward(self, x):
+        for _ in range(3):
+            x = self.inner(x * 2)  # the last x dies here: in the script's code, not a hook
+        time.sleep(0.010)
+        return x
+
+Outer()(torch.ones(4))
+""", capture=CaptureOptions(lines=False))  # the line tracer's own callbacks would see them die
+    assert code == 0
+    outer = next(c for c in run.calls(1, run.call_count()) if c.name == "Outer")
+    # Two of inner's outputs die inside Outer's forward: 60 ms if they were counted.
+    assert 9 * MS <= outer.duration_ns < 10 * MS + TVIS_WORK_S * 1e9
 
 
 def test_batch_duration_leaves_the_data_capture_out(run_inprocess, monkeypatch):

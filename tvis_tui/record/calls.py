@@ -55,6 +55,7 @@ class _ThreadState(threading.local):
         self.overhead_ns = 0
         self.hook_started_ns = 0
         self.hook_depth = 0
+        self.collecting = False  # a garbage collection is running (timing.py counts it whole)
 
 
 class CallLog:
@@ -88,6 +89,13 @@ class CallLog:
     def end_hook(self, started_ns: int) -> None:
         self._thread.overhead_ns += time.perf_counter_ns() - started_ns
         self._thread.hook_depth -= 1
+
+    def charge_outside_hooks(self, started_ns: int) -> None:
+        """Count tvis's work since `started_ns` as overhead when it ran in the script's own
+        code on this thread (a callback where a tensor died); inside a hook it is counted."""
+        state = self._thread
+        if state.hook_depth == 0 and not state.collecting:
+            state.overhead_ns += time.perf_counter_ns() - started_ns
 
     def overhead_so_far(self) -> int:
         """tvis's time on this thread so far, the hook running now included."""

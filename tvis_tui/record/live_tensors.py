@@ -23,8 +23,9 @@ run under it and it nests with checkpointing: not used.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -43,6 +44,9 @@ class LiveTensors:
         self.phase_peak: dict[str, int] = {}
         self.total_peak = 0  # since recording began
         self.listener: Any = None  # told when a storage starts/stops counting (saved.py)
+        # Charged with the time of a callback that ran in the script's own code (a tensor
+        # died there, outside any hook): tvis's time, to be left out of the script's.
+        self.charge: Callable[[int], None] = lambda started_ns: None
 
     @property
     def total(self) -> int:
@@ -90,6 +94,13 @@ class LiveTensors:
             yield name, value
 
     def _dead(self, tid: int) -> None:
+        started = time.perf_counter_ns()
+        try:
+            self._forget(tid)
+        finally:
+            self.charge(started)
+
+    def _forget(self, tid: int) -> None:
         with self._lock:
             entry = self._refs.pop(tid, None)
             if entry is None:

@@ -137,6 +137,7 @@ class Recorder:
         self.steps = StepTracker(self.writer, self.memory)
         self.log = CallLog(self.writer, self.steps, max_bytes, self.memory, self.warn)
         self.memory.guard = self._guard  # backward's node hooks run tvis code (memory.py)
+        self.memory.live.charge = self.log.charge_outside_hooks  # tensors die in the script's code
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
         self.data = DataCapture(self)

@@ -112,8 +112,10 @@ def count_gc_as_overhead(log: Any) -> Callable[[], None]:
         key = threading.get_ident()
         if phase == "start":
             started[key] = time.perf_counter_ns()
+            thread.collecting = True  # callbacks it runs (a tensor dying) are in its time
         elif key in started:
             thread.overhead_ns += time.perf_counter_ns() - started.pop(key)
+            thread.collecting = False
 
     gc.callbacks.append(on_gc)
     return lambda: gc.callbacks.remove(on_gc) if on_gc in gc.callbacks else None
