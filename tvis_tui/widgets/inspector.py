@@ -12,6 +12,9 @@ from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sparkline import sparkline
 
 COLUMNS = ("name", "shape", "nan/inf", "histogram", "min", "max", "mean", "std", "dtype", "device")
+NUMBERS = {"min", "max", "mean", "std"}
+"""Columns of right-aligned numbers: their headers align right too, over the digits."""
+HEADERS = tuple(Text(c, justify="right") if c in NUMBERS else Text(c) for c in COLUMNS)
 """What tells a bad tensor apart comes first, so it shows in a narrow pane."""
 
 
@@ -71,7 +74,7 @@ class Inspector(RowTable):
         self.slots: list[Slot] = []
 
     def on_mount(self) -> None:
-        self.add_columns(*COLUMNS)
+        self.add_columns(*HEADERS)
 
     def show(self, seq: int, slots: list[Slot], call: CallRecord | None = None) -> None:
         """The call's stored slots, then (for an optimizer step) rows read from its extra;
@@ -80,7 +83,7 @@ class Inspector(RowTable):
         # Columns too: their widths only grow, and one wide call would leave every later
         # call's table padded out past a narrow pane.
         self.clear(columns=True)
-        self.add_columns(*COLUMNS)
+        self.add_columns(*HEADERS)
         rows = slots + (optimizer_rows(call) if call is not None else [])
         for slot in rows:
             self.add_row(*slot_cells(slot))
