@@ -32,7 +32,7 @@ class ModuleNames:
         # Roots with parameters, by class, in the order of their numbers (#1 is unnumbered).
         self._numbered: dict[str, list[weakref.ref]] = {}
         # A model called from several threads at once must get one name, not one per thread.
-        self._naming = threading.Lock()
+        self._naming = threading.RLock()  # a finalizer run while it is held may call a model
 
     def root_name(self, root: torch.nn.Module) -> str:
         name = self._root_names.get(root)

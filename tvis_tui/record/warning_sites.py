@@ -5,7 +5,11 @@ shape broadcasts); while tvis wraps `F.mse_loss`, that caller is a recorder fram
 script's own line, the one its author must fix, went unnamed. Python 3.11 has no
 `skip_file_prefixes`, so while recording `warnings.warn` is wrapped: a warning whose
 stacklevel lands on a recorder frame moves out to the first frame past them. A warning
-about its own line (stacklevel 1) is left alone.
+about its own line (stacklevel 1) is left alone. A caller that passes `skip_file_prefixes`
+(3.12+) gets the recorder's folder added to them, which does the same.
+
+TorchScript compiles `warnings.warn` calls to its own op only for the function it knows:
+the wrapper is registered as that op too, or scripting a module that warns would fail.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from typing import Any, Callable
 
 RECORDER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
+_WRAPPERS: list[Callable[..., None]] = []
+"""Every wrapper made, kept alive: TorchScript's table of builtins is keyed by id(), and a
+module that imported `warn` from `warnings` while recording holds one after the undo."""
+
 
 def install() -> Callable[[], None]:
     """Wrap `warnings.warn`; returns the undo."""
@@ -24,9 +32,15 @@ def install() -> Callable[[], None]:
 
     def warn(message: Any, category: Any = None, stacklevel: int = 1, source: Any = None,
              **kwargs: Any) -> None:
-        original(message, category, _past_recorder(stacklevel) + 1, source, **kwargs)
+        if "skip_file_prefixes" in kwargs:
+            kwargs["skip_file_prefixes"] = (*kwargs["skip_file_prefixes"], RECORDER_DIR)
+            original(message, category, max(stacklevel, 1) + 1, source, **kwargs)
+        else:
+            original(message, category, _past_recorder(stacklevel) + 1, source, **kwargs)
 
     warn.__wrapped__ = original  # type: ignore[attr-defined]
+    _WRAPPERS.append(warn)
+    _script_as_builtin(warn)
     warnings.warn = warn
 
     def undo() -> None:
@@ -35,10 +49,20 @@ def install() -> Callable[[], None]:
     return undo
 
 
+def _script_as_builtin(warn: Callable[..., None]) -> None:
+    """TorchScript compiles `warnings.warn(...)` to `aten::warn`: the wrapper must compile to it too."""
+    try:
+        from torch.jit._builtins import _register_builtin
+        _register_builtin(warn, "aten::warn")
+    except Exception:  # torch moved it: scripting warning code fails under tvis, nothing else
+        pass
+
+
 def _past_recorder(stacklevel: int) -> int:
-    """`stacklevel`, counted from the caller of `warn`, grown past recorder frames."""
+    """`stacklevel`, counted from the caller of `warn`, grown past recorder frames (0 and
+    below mean the caller, as for the builtin)."""
     if stacklevel < 2:
-        return stacklevel
+        return 1
     frame = sys._getframe(2)  # the caller of warn()
     for _ in range(stacklevel - 1):
         if frame is None:
