@@ -119,7 +119,8 @@ class Tok:  # the script's tokenizer, called before training: tvis decodes with 
 tok = Tok()
 words = ["bad", "cab", "fed", "hag"]
 data = [{"input_ids": torch.tensor(tok.encode(w)), "attention_mask": torch.ones(3, dtype=torch.long),
-         "labels": torch.tensor([-100] + tok.encode(w)[1:])} for w in words]
+         "labels": torch.tensor([-100] + tok.encode(w)[1:]), "ner_tags": torch.tensor([0, 1, 0]),
+         "pixels": torch.tensor([3, 1, 2], dtype=torch.uint8)} for w in words]
 emb = torch.nn.Embedding(9, 9)
 opt = torch.optim.SGD(emb.parameters(), lr=0.1)
 for batch in DataLoader(data, batch_size=2):
@@ -131,7 +132,58 @@ for batch in DataLoader(data, batch_size=2):
     samples = S.samples(run, S.batches(run)[0]["seq"])
     items = [dict(s["item"]["items"]) for s in samples]
     assert [(i["input_ids"]["decoded"], i["input_ids"]["tokenizer"]) for i in items] == [("bad", "Tok"), ("cab", "Tok")]
-    assert not any("decoded" in i["attention_mask"] or "decoded" in i["labels"] for i in items)
+    for key in ("attention_mask", "labels", "ner_tags", "pixels"):  # ids they are not (or not all)
+        assert not any("decoded" in i[key] for i in items), key
+
+
+TWO_TOKENIZERS = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Tok:
+    def __init__(self, vocab):
+        self.vocab, self.vocab_size = vocab, len(vocab)
+    def encode(self, text):
+        return [self.vocab.index(c) for c in text]
+    def decode(self, ids):
+        return "".join(self.vocab[i] for i in ids)
+
+class Pairs(Dataset):  # translation: a tokenizer for each side
+    def __init__(self):
+        self.source, self.target = Tok("_abc"), Tok("_xyz")
+    def __len__(self):
+        return 2
+    def __getitem__(self, i):
+        return torch.tensor(self.source.encode("abc")), torch.tensor(self.target.encode("zyx"))
+
+emb = torch.nn.Embedding(4, 4)
+opt = torch.optim.SGD(emb.parameters(), lr=0.1)
+loader = DataLoader(Pairs(), batch_size=2)
+for step in range(STEPS):
+    for src, tgt in loader:
+        loss = torch.nn.functional.cross_entropy(emb(src).flatten(0, 1), tgt.flatten())
+        opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_with_a_tokenizer_for_each_side_neither_decodes_the_other(run_inprocess):
+    code, run = run_inprocess(TWO_TOKENIZERS.replace("STEPS", "1"))
+    assert code == 0
+    sample = S.samples(run, S.batches(run)[0]["seq"])[0]
+    assert not any("decoded" in value for _, value in sample["item"]["items"])
+
+
+def test_the_tokenizer_is_copied_once_for_tvis_own_decoding(run_inprocess, monkeypatch):
+    from tvis_tui.record import decoding
+
+    copies = []
+    real = decoding.copy.deepcopy
+    monkeypatch.setattr(decoding.copy, "deepcopy", lambda obj, *a: copies.append(type(obj).__name__) or real(obj, *a))
+    code, run = run_inprocess(TWO_TOKENIZERS.replace("STEPS", "4").replace(
+        "self.source, self.target = Tok(\"_abc\"), Tok(\"_xyz\")", "self.source = self.target = Tok(\"_abc\")"
+    ).replace("zyx", "cba"))
+    assert code == 0 and len(S.all_predictions(run)) == 4
+    assert copies == ["Tok"]
 
 
 def test_predictions_of_nan_logits_are_marked_not_ranked(run_inprocess):
@@ -142,14 +194,18 @@ m = torch.nn.Linear(4, 3)
 opt = torch.optim.SGD(m.parameters(), lr=0.1)
 x = torch.randn(3, 4)
 x[1, 0] = float("nan")
-loss = torch.nn.functional.cross_entropy(m(x), torch.tensor([0, 1, 2]))
+masked = torch.tensor([[False, False, True]] * 3)  # class 2 masked out: a -inf logit
+loss = torch.nn.functional.cross_entropy(m(x).masked_fill(masked, float("-inf")), torch.tensor([0, 1, 0]))
 loss.backward(); opt.step()
 """)
     assert code == 0
     record = S.all_predictions(run)[0]
     rows = record["samples"]
-    assert record["rows"] == 3 and rows[1] == {"top": [], "nonfinite": True, "target": "1", "target_index": 1}
-    assert len(rows[0]["top"]) == 3 and "correct" in rows[0] and "nonfinite" not in rows[0]
+    assert (record["rows"], record["leading"]) == (3, 3)
+    assert rows[1] == {"top": [], "nonfinite": True, "target": "1", "target_index": 1}
+    for row in rows[0], rows[2]:  # masked, not broken: ranked, the masked class last at 0%
+        assert len(row["top"]) == 3 and row["top"][2][1:] == [2, 0.0] and "correct" in row
+        assert "nonfinite" not in row
 
 
 def test_token_predictions_count_positions_with_nan_logits():
@@ -166,6 +222,7 @@ def test_token_predictions_count_positions_with_nan_logits():
     logits = torch.zeros(2, 3, 4)  # (batch, vocab, positions), as cross_entropy takes them
     logits[1, 2, 0] = float("nan")
     logits[1, 0, 3] = float("inf")
+    logits[0, 1, 2] = float("-inf")  # a masked token: not a broken one
     record = decoding.predictions(logits, torch.zeros(2, 4, dtype=torch.long), None, Tok(), None, -100,
                                   decoding.TokenizerCopies())
     assert [row.get("nonfinite") for row in record["samples"]] == [None, 2]
@@ -301,3 +358,16 @@ def test_a_pipeline_that_branches_on_a_transforms_type_runs_as_written(run_inpro
     entry = S.samples(run, S.batches(run)[0]["seq"])[1]["transforms"][0]
     assert [st["name"] for st in entry["stages"]] == ["0:Joint", "1:Double"]
     assert S.array(entry["stages"][1]["value"]).tolist() == [6.0, 4.0, 2.0]
+
+
+def test_flattened_class_logits_keep_their_first_dimension():
+    import torch
+
+    from tvis_tui.record import decoding
+
+    per_token = (torch.zeros(2, 5, 3, requires_grad=True) * 1).reshape(-1, 3)  # (B*T, C) for the loss
+    per_pixel = torch.zeros(2, 3, 4, 4)  # (N, C, H, W)
+    copies = decoding.TokenizerCopies()
+    for logits, rows, leading in [(per_token, 10, 2), (per_pixel, 32, 2), (torch.zeros(6, 3), 6, 6)]:
+        record = decoding.predictions(logits, None, None, None, None, -100, copies)
+        assert (record["rows"], record["leading"]) == (rows, leading)

@@ -147,7 +147,8 @@ TOKEN_ROWS = [{"top": [["a", 0, 0.9]], "target": "a", "target_index": 0, "correc
 async def test_rows_per_token_are_not_taken_for_samples(tmp_path):
     """Logits flattened to (B*T, V) with no tokenizer found give a row per token: row 1 is
     not the batch's sample 1, and neither the table nor the pane may say it is (a run
-    recorded before predictions kept their row count cannot tell which sample it is)."""
+    recorded before predictions kept their row count and first dimension cannot tell
+    which sample it is)."""
     run = _run_with(tmp_path / "run", SAMPLES[:2], {"kind": "classes", "step": 1, "samples": TOKEN_ROWS})
     async with opened(run, 2) as pilot:
         await press(pilot, "p")
@@ -158,7 +159,7 @@ async def test_rows_per_token_are_not_taken_for_samples(tmp_path):
 
 
 async def test_rows_per_token_lead_to_the_sample_they_belong_to(tmp_path):
-    record = {"kind": "classes", "step": 1, "rows": 6, "samples": TOKEN_ROWS}
+    record = {"kind": "classes", "step": 1, "rows": 6, "leading": 2, "samples": TOKEN_ROWS}
     run = _run_with(tmp_path / "run", SAMPLES[:2], record)
     async with opened(run, 2) as pilot:
         await press(pilot, "p")
@@ -167,6 +168,15 @@ async def test_rows_per_token_lead_to_the_sample_they_belong_to(tmp_path):
         assert "sample 7 (#1), row 2 of its 3" in screen_text(pilot.app)
         table = [line for line in screen_text(pilot.app).splitlines() if "a 90%" in line]
         assert ["  40 " in line for line in table] == [True] * 3 + [False] * 3
+
+
+async def test_rows_whose_first_dimension_is_not_the_batch_are_not_mapped(tmp_path):
+    """(T, B) logits flattened time-major: 6 rows from 2 samples, but not 3 per sample in a row."""
+    record = {"kind": "classes", "step": 1, "rows": 6, "leading": 3, "samples": TOKEN_ROWS}
+    run = _run_with(tmp_path / "run", SAMPLES[:2], record)
+    async with opened(run, 2) as pilot:
+        await press(pilot, "p")
+        assert "do not divide into the batch's 2 samples" in _pane(screen_text(pilot.app))
 
 
 async def test_pictures_are_sized_again_when_the_pane_resizes(tmp_path):

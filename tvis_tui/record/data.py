@@ -56,7 +56,8 @@ class DataCapture:
         self._tokenizer_copies = decoding.TokenizerCopies()
         self._predicted_with: weakref.ref | None = None
         self.tokens = TokenizerWatch(self._on_tokens, self._is_user_file,
-                                     lambda undo: recorder._undo.append(undo))
+                                     lambda undo: recorder._undo.append(undo),
+                                     lambda: recorder._reentry.inside)
         recorder.writer.put_meta(data_detail_samples=DETAILED_SAMPLES)
 
     def install(self, wrap: Callable[[Any, str, Callable[..., Any]], None]) -> None:
@@ -113,9 +114,10 @@ class DataCapture:
         batch = {**batch, "seq": seq, "step": step, "dataset": type(dataset).__name__}
         self._dataset, self._batch_size = dataset, len(samples) or None
         self._rec.writer.call(store.put_batch, batch)
-        held = [obj for obj in (vars(dataset).values() if hasattr(dataset, "__dict__") else ())
-                if self.tokens.consider(obj)]  # a tokenizer the dataset holds
-        self._decode_samples(samples, held[0] if held else self._tokenizer())
+        held = {id(obj): obj for obj in (vars(dataset).values() if hasattr(dataset, "__dict__") else ())
+                if self.tokens.consider(obj)}  # a tokenizer the dataset holds
+        if len(held) < 2:  # with two (source and target text), which ids are whose is unknown
+            self._decode_samples(samples, next(iter(held.values())) if held else self._tokenizer())
         for sample in samples:
             self._rec.writer.call(store.put_sample, seq, sample)
 

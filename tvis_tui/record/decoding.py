@@ -151,7 +151,18 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         if tokenizer is not None and vocab == x.shape[-1]:
             decoder = copies.of(tokenizer)
             return _as_text(_unflattened(logits, x), t, tokenizer, decoder, batch_size, ignore_index)
-        return _as_classes(x.reshape(-1, x.shape[-1]), t, names, ignore_index)
+        record = _as_classes(x.reshape(-1, x.shape[-1]), t, names, ignore_index)
+        record["leading"] = _leading(logits, x)
+        return record
+
+
+def _leading(logits: torch.Tensor, x: torch.Tensor) -> int:
+    """The size of the logits' first dimension as the script had it before any flattening:
+    the samples, when the batch comes first. Each sample's rows (its pixels, or its tokens
+    flattened for the loss) are consecutive then."""
+    if logits.dim() > 2:
+        return int(logits.shape[0])
+    return int(_unflattened(logits, x).shape[0])
 
 
 def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None,
@@ -162,7 +173,7 @@ def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None
     labels = _targets(t, n, x.shape[-1])
     ignorable = t is not None and not t.is_floating_point()  # probability targets ignore nothing
     label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
-    finite = torch.isfinite(x[:n]).all(-1).tolist()
+    finite = _finite_rows(x[:n]).tolist()
     rows = []
     for row, (ps, ids) in enumerate(zip(p.tolist(), idx.tolist())):
         # NaN/Inf logits rank nothing: their "top" classes would be an artefact of topk.
@@ -177,6 +188,13 @@ def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None
         rows.append(entry)
     return {"kind": "classes", "names": names is not None, "classes": x.shape[-1], "rows": x.shape[0],
             "samples": rows}
+
+
+def _finite_rows(x: torch.Tensor) -> torch.Tensor:
+    """Which rows of logits rank their classes: no NaN, no +inf, not all -inf. A -inf
+    is how a script masks a class out (padding, illegal actions): the others still rank.
+    The max carries a NaN through, and needs memory for one value a row, not a copy."""
+    return torch.isfinite(x.amax(-1))
 
 
 def _targets(t: torch.Tensor | None, n: int, classes: int) -> list[int] | None:
@@ -210,7 +228,7 @@ def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, decoder: A
         x = x.unsqueeze(0)
     x = x.reshape(x.shape[0], -1, x.shape[-1])
     pred = x[:MAX_SAMPLES].argmax(-1)
-    nonfinite = (~torch.isfinite(x[:MAX_SAMPLES]).all(-1)).sum(-1).tolist()
+    nonfinite = (~_finite_rows(x[:MAX_SAMPLES])).sum(-1).tolist()
     tgt = t.reshape(x.shape[0], -1)[:MAX_SAMPLES] if t is not None and t.numel() == x.shape[0] * x.shape[1] else None
     rows = []
     for b in range(pred.shape[0]):
@@ -237,8 +255,12 @@ def _decode(tokenizer: Any | None, ids: list[int]) -> str | None:
     return text[:MAX_TEXT] if isinstance(text, str) else None
 
 
-NOT_TOKENS = ("mask", "type", "position")
-"""Keys of integer members that hold no token ids (`attention_mask`, `token_type_ids`)."""
+NOT_TOKENS = ("mask", "type", "position", "tag")
+"""Keys of integer members that hold no token ids (`attention_mask`, `token_type_ids`,
+`ner_tags`)."""
+
+ID_DTYPES = ("int16", "int32", "int64", "uint16", "uint32", "uint64")
+"""Token ids come in these; uint8 is pixels, int8 and bool are flags."""
 
 
 def decode_sample(value: Any, decoder: Any, vocab: int | None, tokenizer: str) -> None:
@@ -261,7 +283,7 @@ def _token_ids(value: dict[str, Any], vocab: int | None) -> list[int] | None:
     raw, dtype = value.get("values"), value.get("values_dtype")
     if value.get("kind") not in ("tensor", "ndarray") or raw is None or dtype is None:
         return None
-    if len(value.get("shape", ())) != 1 or np.dtype(dtype).kind not in "iu":
+    if len(value.get("shape", ())) != 1 or np.dtype(dtype).name not in ID_DTYPES:
         return None
     ids = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"))
     if ids.size < 2 or ids.min() < 0 or (vocab is not None and ids.max() >= vocab):

@@ -48,8 +48,10 @@ class TokenizerWatch:
     that makes its record (only called when the call is to be recorded)."""
 
     def __init__(self, sink: Callable[[Any, Callable[[], dict[str, Any]]], None], is_user_file: Callable[[str], bool],
-                 on_patch: Callable[[Callable[[], None]], None]) -> None:
+                 on_patch: Callable[[Callable[[], None]], None], busy: Callable[[], bool] = lambda: False) -> None:
         self._sink = sink
+        # True while tvis itself works: its own decode calls (on its copies) are not the script's.
+        self._busy = busy
         self._is_user_file = is_user_file
         self._on_patch = on_patch  # takes the function that undoes a patch
         self._patched: set[tuple[type, str]] = set()
@@ -94,11 +96,11 @@ class TokenizerWatch:
             self._on_patch(functools.partial(setattr, owner, name, original))
 
     def _wrapper(self, original: Callable[..., Any], name: str) -> Callable[..., Any]:
-        depth, sink = self._depth, self._sink
+        depth, sink, busy = self._depth, self._sink, self._busy
 
         @functools.wraps(original)
         def tokenizer_call(tok: Any, *args: Any, **kwargs: Any) -> Any:
-            if depth.n:
+            if depth.n or busy():
                 return original(tok, *args, **kwargs)
             depth.n += 1
             try:

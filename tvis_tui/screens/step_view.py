@@ -236,9 +236,11 @@ def _rows_and_indices(record: dict[str, Any] | None, batch: dict[str, Any] | Non
     if record is None or batch is None:
         return 1, indices
     shown = len(record.get("samples", []))
-    # `rows` counts them before the cap on stored rows (runs before it: only what is stored).
+    # `rows` counts them before the cap on stored rows (runs before it: only what is stored);
+    # `leading` is the logits' first dimension: the batch's samples when it comes first.
     rows, size = record.get("rows", shown), _batch_size(batch)
-    per = 1 if rows == size else rows // size if size and "rows" in record and rows % size == 0 else None
+    by_sample = size and record.get("leading") == size and rows % size == 0
+    per = 1 if rows == size else rows // size if by_sample else None
     if per is None or indices is None:
         return per, None
     return per, [indices[r // per] for r in range(shown) if r // per < len(indices)]
