@@ -233,13 +233,15 @@ def test_the_run_keeps_a_command_that_records_it_again(tmp_path):
             fc(torch.ones(1, 2)).sum().backward(); opt.step(); opt.zero_grad()
     """)
     typed = ["--steps", "2", "--out", "mine", "--max-tensor-bytes", "64", "--capture", "summary",
-             "--no-lines", "--no-grads", "--exclude-modules", "head*", "--include-files", "*.py",
+             "--no-lines", "--no-grads", "--exclude-modules=-head*", "--include-files", "*.py",
              "--include-files", "lib/*"]
     first = tvis_cli("run", *typed, "--name", "a", "train.py", "--lr", "0.1", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     with RunReader(tmp_path / "mine" / "a") as run:
         meta = run.meta()
-    assert meta["command"] == ["tvis", "run", *typed, "train.py", "--lr", "0.1"]
+    assert meta["command"] == ["tvis", "run", "--steps=2", "--out=mine", "--max-tensor-bytes=64",
+                               "--capture=summary", "--no-lines", "--no-grads", "--exclude-modules=-head*",
+                               "--include-files=*.py", "--include-files=lib/*", "train.py", "--lr", "0.1"]
     again = tvis_cli("run", "--name", "b", *meta["command"][2:], cwd=meta["cwd"])
     assert again.returncode == 0, again.stderr
     with RunReader(tmp_path / "mine" / "b") as run:
@@ -248,3 +250,4 @@ def test_the_run_keeps_a_command_that_records_it_again(tmp_path):
                "include_modules", "exclude_modules", "include_files", "exclude_files")
     assert {k: redone[k] for k in options} == {k: meta[k] for k in options}
     assert meta["step_limit"] == 2 and meta["include_files"] == ["*.py", "lib/*"]
+    assert meta["exclude_modules"] == ["-head*"]  # a pattern that starts with "-" stays one

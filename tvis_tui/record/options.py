@@ -58,15 +58,16 @@ class CaptureOptions:
                 "include_files": list(self.include_files), "exclude_files": list(self.exclude_files)}
 
     def flags(self) -> list[str]:
-        """The `tvis run` flags that ask for these options (none for the defaults)."""
-        flags = [] if self.values else ["--capture", self.capture]
+        """The `tvis run` flags that ask for these options (none for the defaults), each
+        with its value after `=`: a pattern that starts with `-` stays a value."""
+        flags = [] if self.values else [f"--capture={self.capture}"]
         flags += [] if self.lines else ["--no-lines"]
         flags += [] if self.grads else ["--no-grads"]
         for flag, patterns in (("--include-modules", self.include_modules),
                                ("--exclude-modules", self.exclude_modules),
                                ("--include-files", self.include_files),
                                ("--exclude-files", self.exclude_files)):
-            flags += [part for p in patterns for part in (flag, p)]
+            flags += [f"{flag}={p}" for p in patterns]
         return flags
 
 

@@ -284,10 +284,10 @@ def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
 def _command(target: Target, options: Options) -> list[str]:
     """A `tvis run` command that records this run again: the flags that differ from the
     defaults, then the target as typed."""
-    flags = [] if options.steps is None else ["--steps", str(options.steps)]
-    flags += [] if options.out_dir == Options.out_dir else ["--out", options.out_dir]
+    flags = [] if options.steps is None else [f"--steps={options.steps}"]
+    flags += [] if options.out_dir == Options.out_dir else [f"--out={options.out_dir}"]
     if options.max_tensor_bytes != Options.max_tensor_bytes:
-        flags += ["--max-tensor-bytes", str(options.max_tensor_bytes)]
+        flags += [f"--max-tensor-bytes={options.max_tensor_bytes}"]
     flags += options.capture.flags()
     return ["tvis", "run", *flags, *(["-m"] if target.module else []), target.name, *target.args]
 
