@@ -538,3 +538,23 @@ async def test_source_pane_scrolls_long_lines_sideways_and_keeps_their_shapes(tm
         assert pane.column > 0
         await press(pilot, *["h"] * 30)
         assert pane.column == 0 and "from column" not in screen_text(pilot.app)
+
+
+async def test_source_pane_measures_wide_characters_in_cells(tmp_path):
+    wide = "    x = self.relu(self.conv1(images))  # " + "卷积层的输出" * 8 + "完"
+    source = MODEL_SRC.replace("    x = self.relu(self.conv1(images))", wide)
+    path = tmp_path / "run"
+    with RunWriter(path) as w:
+        _meta(w, TRAIN, "2026-12-01T10:00:00")
+        w.put_source(MODEL, source)
+        write_step(w, 1, np.random.default_rng(0))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(path, 3, size=(100, 30)) as pilot:
+        pane = pilot.app.screen.query_one(SourcePane)
+        row = pane.line - 1 - int(pane.scroll_y)
+        assert pane.render_line(row).text.rstrip().endswith("# relu → [4, 8, 8, 8]")
+        pane.focus()
+        await press(pilot, *["right"] * 40)
+        drawn = pane.render_line(row).text
+        assert "完" in drawn and drawn.rstrip().endswith("# relu → [4, 8, 8, 8]")
+        assert drawn.index("完") > drawn.index("▶") + 8  # scrolled just far enough: code still shows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
@@ -97,19 +98,21 @@ class SourcePane(ScrollView, can_focus=True):
         gutter = Text(f"{marker}{number:>{digits}} ", style=self.get_component_rich_style("source-pane--gutter"))
         code = self._highlighter.line(number - 1)[self.column:]
         shape = self.shapes.get(number)
-        note = f"  # {shape}" if shape else ""
-        room = width - len(gutter) - len(note)
-        if note and len(code) > room:
+        note = Text(f"  # {shape}" if shape else "", style=self.get_component_rich_style("source-pane--shape"))
+        room = width - gutter.cell_len
+        if note.cell_len and code.cell_len > room - note.cell_len:
             # The shapes are what this pane is for: the code is cut first, down to half
             # the pane; past that the shapes are cut too.
-            half = (width - len(gutter)) // 2
-            if room < half:
-                note, room = note[:max(1, width - len(gutter) - half - 1)] + "…", half
-            code = code[:max(0, room - 1)] + Text("…", style="dim")
+            fits = _code_room(room, note.cell_len)
+            code.truncate(max(0, fits - 1))
+            code.append("…", style="dim")
+            if note.cell_len > room - fits:
+                note.truncate(max(0, room - fits - 1))
+                note.append("…")
         text = gutter + code
-        if note:
-            pad = max(0, width - len(text) - len(note))
-            text.append(" " * pad + note, style=self.get_component_rich_style("source-pane--shape"))
+        if note.cell_len:
+            text.append(" " * max(0, width - text.cell_len - note.cell_len))
+            text.append_text(note)
         if number == self.line:
             text.stylize(self.get_component_rich_style("source-pane--current"))
         elif number == self.cursor_line:
@@ -132,15 +135,20 @@ class SourcePane(ScrollView, can_focus=True):
             self.column = max(0, min(self.column + direction * self.SIDEWAYS, self._last_column()))
 
     def _last_column(self) -> int:
-        """The column that brings the end of the widest line (with its shapes) into view."""
+        """The first column that brings the end of every line into view, beside its shapes."""
         assert self._highlighter is not None
         lines = self._highlighter.lines
-        gutter = len(str(len(lines))) + 2
-        room = self.scrollable_content_region.width - gutter
-        widest = max((len(line) for line in lines), default=0)
-        noted = max((len(lines[n - 1]) + len(shape) + 4 for n, shape in self.shapes.items()
-                     if 0 < n <= len(lines)), default=0)
-        return max(0, max(widest, noted) - room)
+        room = self.scrollable_content_region.width - (len(str(len(lines))) + 2)
+        last = 0
+        for number, line in enumerate(lines, 1):
+            shape = self.shapes.get(number)
+            fits = _code_room(room, cell_len(f"  # {shape}")) if shape else room
+            if cell_len(line) > fits:
+                column = max(0, len(line) - fits)
+                while cell_len(line[column:]) > fits:  # wide characters take two cells
+                    column += 1
+                last = max(last, column)
+        return last
 
     def watch_column(self, column: int) -> None:
         self.border_subtitle = f"from column {column + 1}  ← →" if column else ""
@@ -148,3 +156,9 @@ class SourcePane(ScrollView, can_focus=True):
 
     def action_page(self, direction: int) -> None:
         self.action_move(direction * max(1, self.scrollable_content_region.height - 1))
+
+
+def _code_room(room: int, note_cells: int) -> int:
+    """Cells of code shown beside a shapes note in `room` cells: all but the note, but at
+    least half of them."""
+    return max(room - note_cells, room // 2)
