@@ -525,3 +525,28 @@ except ValueError:
     assert code == 0
     raised = next(c for c in run.calls(1, run.call_count()) if c.error)
     assert raised.error == "ValueError: shape mismatch" and "error_text" not in raised.extra
+
+
+def test_a_step_gradscaler_skipped_is_a_step_of_its_own(run_inprocess, capsys):
+    """A float16 GradScaler skips optimizer.step() while its scale is too high: each loop
+    pass is still one step, with its own loss, marked as skipped (not accumulation)."""
+    code, run = run_inprocess(HEADER + """
+m = nn.Linear(6, 4)
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 30)
+for it in range(3):
+    x, y = torch.randn(8, 6) * 100, torch.randint(0, 4, (8,))
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = nn.functional.cross_entropy(m(x), y)
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    print(f"loss {loss.item()!r} scale {scaler.get_scale()}")
+""")
+    assert code == 0
+    printed = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("loss")]
+    assert len(printed) == 3 and all(float(scale) < 2.0 ** 30 for *_, scale in printed)  # all skipped
+    steps = run.steps()
+    assert [s.loss for s in steps] == [float(loss) for _, loss, *_ in printed]
+    assert all(s.extra["optimizer_step_skipped"] == "GradScaler: inf/NaN gradients" for s in steps)

@@ -156,6 +156,7 @@ class Recorder:
         # Steps taken with a closure (LBFGS): seq -> optimizer, until the closure's first
         # backward has made the gradients this step starts from.
         self._closure_steps: dict[int, Any] = {}
+        self._optimizer_steps_taken = 0  # optimizer.step() calls that returned (GradScaler skips)
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -179,6 +180,7 @@ class Recorder:
             if hasattr(F, name):
                 self._wrap(F, name, functools.partial(self._loss_function, f"F.{name}"))
         self._wrap(torch.amp.GradScaler, "scale", self._grad_scale)
+        self._wrap(torch.amp.GradScaler, "step", self._grad_scaler_step)
         self._wrap(torch, "compile", self._compile)
         self._wrap(torch.nn.Module, "compile", self._compile)
         self.data.install(self._wrap)
@@ -446,6 +448,7 @@ class Recorder:
             self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt)), role="param",
                            extra=no_grad)
         self.steps.after_optimizer_step(opt)
+        self._optimizer_steps_taken += 1
 
     def _put_closure_gradients(self, seq: int) -> None:
         """The `param_grad` of a step taken with a closure: the gradients its first
@@ -492,6 +495,22 @@ class Recorder:
         if isinstance(outputs, torch.Tensor) and isinstance(result, torch.Tensor) and result is not outputs:
             self._scaled = (weakref.ref(result), outputs)
         return result
+
+    def _grad_scaler_step(self, original: Callable[..., Any], scaler: Any, optimizer: Any,
+                          *args: Any, **kwargs: Any) -> Any:
+        """GradScaler.step: when it skips `optimizer.step()` (inf/NaN gradients), the loop
+        pass is still a training step, only one whose update was skipped; without this the
+        skipped passes read as gradient accumulation, their losses summed."""
+        taken = self._optimizer_steps_taken
+        result = original(scaler, optimizer, *args, **kwargs)
+        if self._optimizer_steps_taken == taken and self._active():
+            self._guard(self._skipped_step, optimizer)
+        return result
+
+    def _skipped_step(self, optimizer: Any) -> None:
+        self.steps.optimizers.add(optimizer)
+        self.steps.note_extra("optimizer_step_skipped", "GradScaler: inf/NaN gradients")
+        self.steps.after_optimizer_step(optimizer)
 
     def _inside_backward(self) -> bool:
         """True inside another backward() (a reentrant checkpoint recomputing): such a

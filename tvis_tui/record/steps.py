@@ -6,7 +6,8 @@ The rule, in order:
    A step is complete when an `Optimizer.step()` returns and every one of them has
    stepped in this step: one optimizer, or a GAN's D and G, or per-layer optimizers, each
    iteration is one step. Closure-based `step()` (LBFGS) is one optimizer step however
-   many times it calls the closure. A complete step ends when its iteration does: when the
+   many times it calls the closure. A `GradScaler.step()` that skips `optimizer.step()`
+   (inf/NaN gradients) counts as that optimizer's step, marked skipped. A complete step ends when its iteration does: when the
    loop around the step comes back to its head (loop_head.py), so that the scheduler
    step, logging and evaluation after `step()` belong to the step they report on; at once
    where no loop of user code is found. Another backward() or optimizer step, or another

@@ -99,6 +99,8 @@ class StepScreen(Screen[None]):
             title.append(f"  loss {number(this.loss)}")
         if this is None or not this.complete:
             title.append("  unfinished", style="dim italic")
+        elif this.extra.get("optimizer_step_skipped"):
+            title.append(f"  no update: {this.extra['optimizer_step_skipped']}", style="bold yellow")
         if record is not None:
             title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
             title.append(_score(record))
