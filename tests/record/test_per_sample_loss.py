@@ -246,3 +246,22 @@ for _ in range(3):
     traced = tvis_cli("run", "train.py", cwd=tmp_path)
     assert traced.returncode == plain.returncode == 0, traced.stderr
     assert plain.stderr.count("UserWarning") == traced.stderr.count("UserWarning") == 1
+
+
+def test_a_validation_loss_after_the_training_one_does_not_take_its_place(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+import torch.nn.functional as F
+torch.manual_seed(0)
+m = torch.nn.Linear(4, 3)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+loss = F.cross_entropy(m(x), y)
+opt.zero_grad(); loss.backward(); opt.step()
+with torch.no_grad():  # a validation batch of another size, in the same loop pass
+    F.cross_entropy(m(torch.randn(20, 4)), torch.randint(0, 3, (20,)))
+""")
+    assert code == 0
+    summary = run.steps()[0].extra["per_sample_loss"]
+    train_ce = next(c for c in run.calls(1, run.call_count()) if c.name == "F.cross_entropy")
+    assert (summary["seq"], summary["count"], summary["trains"]) == (train_ce.seq, 16, True)

@@ -28,7 +28,7 @@ import inspect
 import math
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -66,6 +66,7 @@ class PerSample:
     values: torch.Tensor
     weights: torch.Tensor | None
     reduction: str
+    trains: bool = False  # the loss's input required grad: a training loss, not a metric
 
     def slots(self) -> list[tuple[str, torch.Tensor]]:
         pairs = [("per_sample", self.values)]
@@ -126,13 +127,14 @@ def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduc
         return None
     if input.is_meta or target.is_meta or reduction not in ("mean", "sum", "none"):
         return None
+    trains = input.requires_grad
     with torch.no_grad(), _warnings_unshown():  # the script already saw the call's own
         input, target = input.detach(), target.detach()
         options = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in options.items()}
         parts = [_part(name, fn, *chunk) for chunk in _chunks(input, target, options)]
         if any(p is None for p in parts):
             return None
-        return _combine(parts, reduction)
+        return replace(_combine(parts, reduction), trains=trains)
 
 
 @contextlib.contextmanager
@@ -243,7 +245,11 @@ def attach(log: Any, steps: Any, call: Any, make: Callable[[], PerSample | None]
     # own, and the live-tensor count of the script's memory must not see them.
     slots, _ = log.slots.make(call.record.seq, "per_sample", iter(per_sample.slots()))
     log.writer.put_slots(call.record.seq, slots)
-    steps.note_extra("per_sample_loss", step_summary(call.record.seq, per_sample))
+    # The step's is its last training loss, as for its predictions: a metric on detached
+    # outputs afterwards (a validation batch) does not replace it.
+    earlier = steps.extra_now("per_sample_loss")
+    if per_sample.trains or not (earlier and earlier.get("trains")):
+        steps.note_extra("per_sample_loss", step_summary(call.record.seq, per_sample))
 
 
 def step_summary(seq: int, per_sample: PerSample) -> dict[str, Any]:
@@ -256,4 +262,5 @@ def step_summary(seq: int, per_sample: PerSample) -> dict[str, Any]:
     rank = torch.where(kept, rank, torch.full_like(rank, -math.inf))
     k = min(WORST, int(kept.sum()))
     worst = [[int(i), float(values[i])] for i in torch.topk(rank, k).indices] if k else []
-    return {"seq": seq, "count": int(values.numel()), "reduction": per_sample.reduction, "worst": worst}
+    return {"seq": seq, "count": int(values.numel()), "reduction": per_sample.reduction, "worst": worst,
+            "trains": per_sample.trains}

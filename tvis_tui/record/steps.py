@@ -114,6 +114,11 @@ class StepTracker:
     def fed_by(self, source: int) -> bool:
         return source in self._sources
 
+    def extra_now(self, key: str) -> Any:
+        """`extra[key]` of the current step as noted so far (None if not)."""
+        with self._lock:
+            return self._extra.get(key)
+
     def note_extra(self, key: str, value: Any) -> None:
         """Set `extra[key]` of the current step's record (the last value set wins)."""
         with self._lock:
