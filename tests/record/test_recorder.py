@@ -550,3 +550,28 @@ for it in range(3):
     steps = run.steps()
     assert [s.loss for s in steps] == [float(loss) for _, loss, *_ in printed]
     assert all(s.extra["optimizer_step_skipped"] == "GradScaler: inf/NaN gradients" for s in steps)
+
+
+def test_parts_of_a_called_model_keep_their_names_when_called_on_their_own(run_inprocess):
+    """Reentrant checkpointing recomputes a block in backward with no module call open, and a loop
+    may call a ModuleDict head itself: both read as parts of the model, not new models."""
+    code, run = run_inprocess(HEADER + """
+from torch.utils.checkpoint import checkpoint
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.heads = nn.ModuleDict({"cls": nn.Linear(4, 2)})
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=True)
+
+net = Net()
+x = torch.randn(3, 4, requires_grad=True)
+net.heads["cls"](net(x)).sum().backward()
+""")
+    assert code == 0
+    calls = [(c.phase, c.depth, c.name) for c in _calls(run) if c.kind == "module"]
+    assert calls == [("forward", 0, "Net"), ("forward", 1, "block"), ("forward", 2, "block.0"),
+                     ("forward", 2, "block.1"), ("forward", 0, "heads.cls"),
+                     ("backward", 1, "block"), ("backward", 2, "block.0"), ("backward", 2, "block.1")]

@@ -61,6 +61,16 @@ class ModuleNames:
         refs.append(weakref.ref(root))
         return len(refs)
 
+    def inside(self, module: torch.nn.Module) -> tuple[torch.nn.Module, str] | None:
+        """(root, qualified name) when `module`, called with no call open, is part of a
+        model already called: a block that checkpointing recomputes during backward, a
+        ModuleDict head the loop calls itself. Its calls then read as inside that model."""
+        for root, table in list(self._tables.items()):
+            name = table.get(id(module))
+            if name is not None and root is not module:
+                return root, name
+        return None
+
     def name(self, root: torch.nn.Module, module: torch.nn.Module) -> str:
         table = self._table(root)
         name = table.get(id(module))

@@ -333,7 +333,7 @@ class Recorder:
         stack = self.log.stack
         enclosing_root = self._enclosing_root(stack)
         if enclosing_root is None:
-            root, name = module, self.names.root_name(module)
+            root, name = self.names.inside(module) or (module, self.names.root_name(module))
         else:
             root, name = enclosing_root, self.names.name(enclosing_root, module)
         cls = type(module)
