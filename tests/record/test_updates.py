@@ -317,3 +317,22 @@ keep(torch.ones(1, 2)); other(torch.ones(1, 2))
     assert code == 0
     roots = [c.name for c in run.calls(1, run.call_count()) if c.depth == 0]
     assert roots == ["Sequential"] * 4 + ["Sequential#2"]
+
+
+def test_a_parametrized_weight_is_named_by_the_model_not_its_build_time_call(run_inprocess):
+    """spectral_norm runs its parametrization when the model is built, before the model
+    is ever called: that first root must not name the parameter."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.nn.utils.parametrizations import spectral_norm
+torch.manual_seed(0)
+m = nn.Sequential(spectral_norm(nn.Linear(3, 3)), nn.Linear(3, 1))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+m(torch.randn(4, 3)).sum().backward()
+opt.step()
+""")
+    assert code == 0
+    paths = [s.path for s in run.slots(_steps(run)[0].seq, "param_grad")]
+    assert paths == ["Sequential.0.bias", "Sequential.0.parametrizations.weight.original",
+                     "Sequential.1.weight", "Sequential.1.bias"]

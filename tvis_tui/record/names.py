@@ -95,7 +95,9 @@ class ModuleNames:
         key = tuple(sorted(self._roots.keys()))
         if key != self._param_key:
             params: dict[int, str] = {}  # filled before it is published: other threads read it
-            for root in self.roots():
+            # The model with the most parameters names them first: a part of it that ran
+            # on its own before it (a parametrization at build time) must not.
+            for root in sorted(self.roots(), key=lambda r: -sum(1 for _ in r.parameters())):
                 for n, p in root.named_parameters():
                     params.setdefault(id(p), f"{self.root_name(root)}.{n}")
             self._params, self._param_key = params, key
