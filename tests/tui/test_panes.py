@@ -558,3 +558,20 @@ async def test_source_pane_measures_wide_characters_in_cells(tmp_path):
         drawn = pane.render_line(row).text
         assert "完" in drawn and drawn.rstrip().endswith("# relu → [4, 8, 8, 8]")
         assert drawn.index("完") > drawn.index("▶") + 8  # scrolled just far enough: code still shows
+
+
+async def test_the_step_view_says_when_a_step_made_no_update(tmp_path):
+    from conftest import CALLS_PER_STEP
+
+    from tvis_tui.store import StepRecord
+
+    with RunWriter(tmp_path / "run") as w:
+        _meta(w, TRAIN, "2026-12-01T10:00:00")
+        write_step(w, 1, np.random.default_rng(0))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=CALLS_PER_STEP, loss=59.87,
+                              phase_ns={"forward": 9000}, peak_bytes=3 << 20,
+                              extra={"wall_ns": 9000, "optimizer_step_skipped": "GradScaler: inf/NaN gradients"}))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2) as pilot:
+        await press(pilot, "p")
+        assert "step 1  loss 59.87  no update: GradScaler: inf/NaN gradients" in screen_text(pilot.app)
