@@ -514,15 +514,21 @@ async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):
         assert "loss of the 2 worst samples only: values not stored" in screen_text(pilot.app)
 
 
-async def test_source_pane_scrolls_long_lines_sideways_and_keeps_their_shapes(tmp_path):
-    long_line = "    x = self.relu(self.conv1(images))  # " + "a comment that runs on " * 6 + "END"
-    source = MODEL_SRC.replace("    x = self.relu(self.conv1(images))", long_line)
-    path = tmp_path / "run"
+CONV_LINE = "    x = self.relu(self.conv1(images))"
+
+
+def _run_with_conv_comment(path, comment: str):
+    """The healthy run's first step, its model's conv line carrying a long `# comment`."""
     with RunWriter(path) as w:
         _meta(w, TRAIN, "2026-12-01T10:00:00")
-        w.put_source(MODEL, source)
+        w.put_source(MODEL, MODEL_SRC.replace(CONV_LINE, f"{CONV_LINE}  # {comment}"))
         write_step(w, 1, np.random.default_rng(0))
         w.close(status="ok", steps_recorded=1)
+    return path
+
+
+async def test_source_pane_scrolls_long_lines_sideways_and_keeps_their_shapes(tmp_path):
+    path = _run_with_conv_comment(tmp_path / "run", "a comment that runs on " * 6 + "END")
     async with opened(path, 3, size=(100, 30)) as pilot:
         pane = pilot.app.screen.query_one(SourcePane)
         line = pane.line
@@ -541,14 +547,7 @@ async def test_source_pane_scrolls_long_lines_sideways_and_keeps_their_shapes(tm
 
 
 async def test_source_pane_measures_wide_characters_in_cells(tmp_path):
-    wide = "    x = self.relu(self.conv1(images))  # " + "卷积层的输出" * 8 + "完"
-    source = MODEL_SRC.replace("    x = self.relu(self.conv1(images))", wide)
-    path = tmp_path / "run"
-    with RunWriter(path) as w:
-        _meta(w, TRAIN, "2026-12-01T10:00:00")
-        w.put_source(MODEL, source)
-        write_step(w, 1, np.random.default_rng(0))
-        w.close(status="ok", steps_recorded=1)
+    path = _run_with_conv_comment(tmp_path / "run", "卷积层的输出" * 8 + "完")
     async with opened(path, 3, size=(100, 30)) as pilot:
         pane = pilot.app.screen.query_one(SourcePane)
         row = pane.line - 1 - int(pane.scroll_y)

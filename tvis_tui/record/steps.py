@@ -7,13 +7,13 @@ The rule, in order:
    stepped in this step: one optimizer, or a GAN's D and G, or per-layer optimizers, each
    iteration is one step. Closure-based `step()` (LBFGS) is one optimizer step however
    many times it calls the closure. A `GradScaler.step()` that skips `optimizer.step()`
-   (inf/NaN gradients) counts as that optimizer's step, marked skipped. A complete step ends when its iteration does: when the
-   loop around the step comes back to its head (loop_head.py), so that the scheduler
-   step, logging and evaluation after `step()` belong to the step they report on; at once
-   where no loop of user code is found. Another backward() or optimizer step, or another
+   (inf/NaN gradients) counts as that optimizer's step, marked skipped. A complete step
+   ends when its iteration does: when the loop around the step comes back to its head
+   (loop_head.py), so that the scheduler step, logging and evaluation after `step()`
+   belong to the step they report on; at once where no loop of user code is found. Another backward() or optimizer step, or another
    batch from the DataLoader iterator that fed the step, ends it too.
 2. Repeat rule. If an optimizer is about to step a second time in the current step
-   (a created optimizer that never steps, or a GradScaler skipping one), the step ends
+   (a created optimizer that never steps), the step ends
    just before that call.
 3. Backward rule. While the script has created no optimizer at all (hand-written
    `p -= lr * p.grad` updates), a step is complete when `backward()` returns, and ends as
