@@ -7,7 +7,7 @@ import shutil
 
 import numpy as np
 
-from conftest import MODEL, MODEL_SRC, TRAIN, _meta, line_of, tensor_slot, write_step
+from conftest import CALLS_PER_STEP, MODEL, MODEL_SRC, TRAIN, _meta, line_of, tensor_slot, write_step
 from pilot import opened, press, settle
 from screen_text import screen_text
 
@@ -15,7 +15,7 @@ from tvis_tui.screens.exception import ExceptionScreen
 from tvis_tui.screens.help import HelpScreen
 from tvis_tui.screens.step_view import StepScreen
 from tvis_tui.screens.values import ValuesScreen
-from tvis_tui.store import CallRecord, RunWriter
+from tvis_tui.store import CallRecord, RunWriter, StepRecord
 from tvis_tui.widgets.call_tree import CallTree
 from tvis_tui.widgets.inspector import COLUMNS, Inspector, slot_cells
 from tvis_tui.widgets.source_pane import SourcePane
@@ -560,10 +560,6 @@ async def test_source_pane_measures_wide_characters_in_cells(tmp_path):
 
 
 async def test_the_step_view_says_when_a_step_made_no_update(tmp_path):
-    from conftest import CALLS_PER_STEP
-
-    from tvis_tui.store import StepRecord
-
     with RunWriter(tmp_path / "run") as w:
         _meta(w, TRAIN, "2026-12-01T10:00:00")
         write_step(w, 1, np.random.default_rng(0))
