@@ -9,10 +9,14 @@ call and of everything inside it.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Callable, Iterator
+
+import torch
 
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.slots import SlotMaker
@@ -22,13 +26,39 @@ from tvis_tui.store.records import CallRecord, Site
 from tvis_tui.record.sink import WriterThread
 
 
-def inherited_phase(parent: CallRecord | None) -> str:
-    """A call inherits its caller's phase (a transform inside a batch is "data", a
-    recompute inside backward is "backward"), else it is "forward"; so is an LBFGS
-    closure's model call inside optimizer.step()."""
-    if parent is None or parent.phase == "optimizer":
-        return "forward"
-    return parent.phase
+def call_phase(stack: list["OpenCall"], own: str | None = None) -> str:
+    """The phase of a call opening on `stack`: its `own` ("loss" for a criterion), else its
+    caller's (a transform inside a batch is "data", a recompute inside backward is
+    "backward"), else "forward"; so is an LBFGS closure's model call inside
+    optimizer.step(). A forward or loss call made with autograd off (torch.no_grad,
+    inference_mode) and no other call around it but user functions is "no_grad": an
+    evaluation, a shape probe, a frozen part of the model, whose time is not the
+    training forward's."""
+    parent = stack[-1] if stack else None
+    if own is not None:
+        phase = own
+    elif parent is None or parent.record.phase == "optimizer":
+        phase = "forward"
+    else:
+        phase = parent.record.phase
+    top = parent is None or (parent.top and parent.transparent)
+    if top and phase in ("forward", "loss") and not torch.is_grad_enabled() and not _in_autograd_function():
+        return "no_grad"
+    return phase
+
+
+_FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]
+
+
+def _in_autograd_function() -> bool:
+    """Whether an autograd.Function's forward is running: autograd is off there, and a
+    reentrant checkpoint runs the training forward there."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is _FUNCTION_APPLY:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @dataclass(slots=True)
@@ -47,6 +77,7 @@ class OpenCall:
     # Every call enclosing it is transparent: its time is a top-level phase time.
     top: bool = True
     gpu_start: Any = None  # a CUDA event where its clock started (timing.py), if on CUDA
+    criterion: bool = False  # a loss module or functional loss, whatever its phase
 
 
 class _ThreadState(threading.local):
@@ -106,7 +137,7 @@ class CallLog:
     def open(self, *, kind: str, name: str, type_: str, phase: str, owner: int,
              call_site: Site | None, def_site: Site | None, inputs: Iterator[tuple[str, Any]] = iter(()),
              root: Any = None, extra: dict[str, Any] | None = None,
-             transparent: bool = False) -> OpenCall:
+             transparent: bool = False, criterion: bool = False) -> OpenCall:
         stack = self._thread.stack
         parent = stack[-1].record if stack else None
         seq = next(self._seq)
@@ -116,7 +147,7 @@ class CallLog:
             step=self.steps.step, phase=phase, kind=kind, name=name, type=type_,
             call_site=call_site, def_site=def_site, start_ns=time.time_ns(), extra=extra or {})
         call = OpenCall(record, owner, root, transparent=transparent,
-                        top=not stack or (stack[-1].top and stack[-1].transparent))
+                        top=not stack or (stack[-1].top and stack[-1].transparent), criterion=criterion)
         # On the stack before anything is written: a Ctrl-C from here on still finds it.
         stack.append(call)
         self.writer.put_call(record)

@@ -171,7 +171,7 @@ class DataCapture:
     def _loss_name(self, name: str) -> str:
         """The loss as the script called it: `CrossEntropyLoss` calls F.cross_entropy."""
         stack = self._rec.log.stack
-        if stack and stack[-1].record.kind == "module" and stack[-1].record.phase == "loss":
+        if stack and stack[-1].record.kind == "module" and stack[-1].criterion:
             return stack[-1].record.type
         return f"F.{name}"
 

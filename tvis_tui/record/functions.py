@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from tvis_tui.record.calls import OpenCall, inherited_phase
+from tvis_tui.record.calls import OpenCall, call_phase
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
 from tvis_tui.record.slots import leaves
 from tvis_tui.store.records import Site
@@ -240,6 +240,11 @@ class FunctionTracer:
         self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
 
 
+WRAPPER_FRAMES = 2
+"""Library frames between a user function and the user loop that called it that still
+count it as called from the loop: a decorator's wrapper (torch.no_grad's is one frame)."""
+
+
 class _Frame:
     """The local tracer of one run of a user frame."""
 
@@ -263,15 +268,21 @@ class _Frame:
             return True
         if self.plan.has_loop:
             return False
+        # Called from a loop of user code, maybe through a decorator's wrapper
+        # (`@torch.no_grad()` on an evaluate function).
         caller = frame.f_back
-        plan = tracer._plans.get(caller.f_code) if caller is not None else None
-        return plan is not None and plan.in_loop(caller.f_lasti)
+        for _ in range(WRAPPER_FRAMES + 1):
+            if caller is None:
+                return False
+            plan = tracer._plans.get(caller.f_code)
+            if plan is not None:
+                return plan.in_loop(caller.f_lasti)
+            caller = caller.f_back
+        return False
 
     def open(self, frame: FrameType) -> OpenCall:
         tracer = self.tracer
-        stack = tracer.log.stack
-        parent = stack[-1].record if stack else None
-        phase = inherited_phase(parent)
+        phase = call_phase(tracer.log.stack)
         code = frame.f_code
         call = tracer.log.open(kind="function", name=getattr(code, "co_qualname", code.co_name),
                                type_="function", phase=phase, owner=id(self),

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from tvis_tui.record.stats import shape_of
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.store.lines import LineRecord, LineShape
 
@@ -80,7 +81,7 @@ class LineShapes:
             tally = self._tallies[(step, path, line)] = _LineTally()
         tally.hits += 1
         for name, tensor in changed:
-            key = (name, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."))
+            key = (name, shape_of(tensor), str(tensor.dtype).removeprefix("torch."))
             if key in tally.entries:
                 tally.entries[key] += 1
             elif len(tally.entries) < MAX_ENTRIES:

@@ -226,8 +226,7 @@ WORST = 8
 def is_nested(stack: list[Any], call: Any) -> bool:
     """True when `call` runs inside another loss call (a criterion built of criteria):
     only the outermost loss is recomputed."""
-    return any(c is not call and c.record.phase == "loss" and not c.record.extra.get("user")
-               for c in stack)
+    return any(c is not call and c.criterion for c in stack)
 
 
 def attach(log: Any, steps: Any, call: Any, make: Callable[[], PerSample | None],

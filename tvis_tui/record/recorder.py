@@ -28,7 +28,7 @@ import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
 
 from tvis_tui.interrupts import pass_on_lost_interrupts
-from tvis_tui.record.calls import CallLog, OpenCall, inherited_phase
+from tvis_tui.record.calls import CallLog, OpenCall, call_phase
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
@@ -43,7 +43,6 @@ from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import count_gc_as_overhead
 from tvis_tui.record.updates import ParamUpdates, params as optimizer_params
-from tvis_tui.store.records import CallRecord
 from tvis_tui.store.writer import RunWriter
 
 
@@ -61,11 +60,6 @@ call them too; inside a loss module they are not recorded twice)."""
 class StopRecording(BaseException):
     """Raised from a hook once the last requested step has returned; the runner catches
     it. A BaseException so that the script's `except Exception` handlers let it pass."""
-
-
-def _module_phase(module: torch.nn.Module, parent: CallRecord | None) -> str:
-    """Loss modules are "loss"; any other module inherits its caller's phase."""
-    return "loss" if isinstance(module, _Loss) else inherited_phase(parent)
 
 
 _functorch_level = torch._C._functorch.maybe_current_level
@@ -341,13 +335,14 @@ class Recorder:
             self._unrecorded.calls.append((id(module), root, len(stack)))
             return
         self.modules_recorded = True
-        phase = _module_phase(module, stack[-1].record if stack else None)
+        criterion = isinstance(module, _Loss)
+        phase = call_phase(stack, "loss" if criterion else None)
         opaque = _opaque_kind(module)
         if opaque is not None:
             self.warn(f"{opaque}: the calls inside it were not recorded (its own inputs and outputs were)")
         self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                       call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
-                      inputs=leaves(args, "args"), root=root)
+                      inputs=leaves(args, "args"), root=root, criterion=criterion)
 
     def _enclosing_root(self, stack: list[OpenCall]) -> Any:
         """The root module of the innermost module call running, recorded or not."""
@@ -387,7 +382,7 @@ class Recorder:
         self.log.close(call, ended, iter(outputs), error=error)
         if error is None and self.options.grads:
             self.grads.watch(call.record.seq, iter(outputs))
-        if error is None and call.record.phase == "loss" and not per_sample_loss.is_nested(self.log.stack, call):
+        if error is None and call.criterion and not per_sample_loss.is_nested(self.log.stack, call):
             per_sample_loss.attach(self.log, self.steps, call,
                                    lambda: per_sample_loss.for_module(module, args, kwargs), self.warn)
 
@@ -575,7 +570,7 @@ class Recorder:
 
     def _loss_function(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         stack = self.log.stack
-        inside_loss_module = bool(stack) and stack[-1].record.phase == "loss"
+        inside_loss_module = bool(stack) and stack[-1].criterion
         if not self._active() or inside_loss_module:
             return original(*args, **kwargs)
         self._stop_if_done()
@@ -593,8 +588,8 @@ class Recorder:
 
     def _open_function(self, name: str, fn: Any, args: tuple, kwargs: dict, frame: Any) -> OpenCall:
         inputs = itertools.chain(leaves(args, "args"), leaves(kwargs, "kwargs"))
-        return self.log.open(kind="function", name=name, type_="function", phase="loss",
-                             owner=id(fn), call_site=self.sites.call_site(frame),
+        return self.log.open(kind="function", name=name, type_="function",
+                             phase=call_phase(self.log.stack, "loss"), criterion=True, owner=id(fn), call_site=self.sites.call_site(frame),
                              def_site=self.sites.def_site(type(fn), "__call__", fn), inputs=inputs)
 
     def _close_function(self, call: OpenCall, ended: int, result: Any,

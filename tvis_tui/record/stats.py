@@ -78,9 +78,11 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
     `histogram=False` skips the binning pass (sample values show no histogram).
     Every op runs on a detached tensor: none records a graph, so no `no_grad` is needed
     (entering it cost ~5 us a tensor, a fifth of a small tensor's summary)."""
-    shape = tuple(t.shape)
+    shape = shape_of(t)
     dtype = str(t.dtype).removeprefix("torch.")
     device, requires_grad = str(t.device), t.requires_grad
+    if t.is_nested:
+        return _nested_summary(t, shape, dtype, device, requires_grad, histogram)
     if t.is_meta or t.layout != torch.strided or t.is_quantized:
         return Summary(shape, dtype, device, requires_grad, None, (), None, None, None, None)
     x = t.detach()
@@ -91,6 +93,31 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
         stats, hist, lo, hi = _real_stats(x, histogram)
     values_dtype, values = _values(host)
     return Summary(shape, dtype, device, requires_grad, stats, hist, lo, hi, values_dtype, values)
+
+
+def shape_of(t: torch.Tensor) -> tuple[int, ...]:
+    """`t`'s sizes; a nested tensor's ragged dimensions are -1 (torch.nested, and the
+    fast path of nn.TransformerEncoder in eval mode, whose layers pass nested tensors)."""
+    if not t.is_nested:
+        return tuple(t.shape)
+    if t.layout == torch.jagged:
+        return tuple(d if isinstance(d, int) else -1 for d in t.shape)
+    rows = t._nested_tensor_size().tolist() if t.size(0) else []  # a row of sizes per component
+    if not rows or not isinstance(rows[0], list):
+        return (t.size(0),)
+    return (len(rows), *(col[0] if len(set(col)) == 1 else -1 for col in zip(*rows)))
+
+
+def _nested_summary(t: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str,
+                    requires_grad: bool, histogram: bool) -> Summary:
+    """Statistics over the values of all of a nested tensor's components; no values kept
+    (a grid of ragged rows has no cells to show them in)."""
+    parts = [c.detach().reshape(-1) for c in t.unbind()]
+    flat = torch.cat(parts) if parts else torch.empty(0, dtype=t.dtype)
+    if flat.is_complex():
+        return Summary(shape, dtype, device, requires_grad, _complex_stats(flat), (), None, None, None, None)
+    stats, hist, lo, hi = _real_stats(flat, histogram)
+    return Summary(shape, dtype, device, requires_grad, stats, hist, lo, hi, None, None)
 
 
 def as_float(x: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from tvis_tui.screens.prompt import PromptScreen
 from tvis_tui.screens.stepping import Stepper
 
-PHASE_KEYS = {"1": "data", "2": "forward", "3": "loss", "4": "backward", "5": "optimizer"}
+PHASE_KEYS = {"1": "data", "2": "forward", "3": "loss", "4": "backward", "5": "optimizer", "6": "no_grad"}
 
 
 def _step(keys: str, action: str, label: str, help_text: str, show: bool = False) -> Binding:

@@ -12,8 +12,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-PHASES: tuple[str, ...] = ("data", "forward", "loss", "backward", "optimizer", "other")
-"""Phases of a training step, in the order a step usually runs through them."""
+PHASES: tuple[str, ...] = ("data", "forward", "loss", "backward", "optimizer", "no_grad", "other")
+"""Phases of a training step, in the order a step usually runs through them. "no_grad":
+model and loss calls made with autograd off outside any other call (an evaluation, a
+shape probe, a frozen part of the model; record/calls.py)."""
 
 ROLES: tuple[str, ...] = ("input", "output", "grad", "param_grad", "update", "param", "per_sample")
 """What a slot of a call holds; the index is the role code used in keys. New roles are

@@ -8,6 +8,7 @@ PHASE_STYLES = {
     "loss": "magenta",
     "backward": "yellow",
     "optimizer": "blue",
+    "no_grad": "bright_black",
     "other": "white",
 }
 
@@ -46,4 +47,4 @@ def number(value: float | None, *, integer: bool = False) -> str:
 def shape(dims: tuple[int, ...] | None) -> str:
     if dims is None:
         return ""
-    return "[" + ", ".join(str(d) for d in dims) + "]"
+    return "[" + ", ".join(str(d) if d >= 0 else "ragged" for d in dims) + "]"
