@@ -119,3 +119,171 @@ def test_per_sample_loss_still_comes_from_the_training_loss(run_inprocess):
     train_loss = next(c for c in run.calls(1, run.call_count())
                       if c.step == 2 and c.phase == "loss" and c.name == "CrossEntropyLoss")
     assert step.extra["per_sample_loss"]["seq"] == train_loss.seq
+
+
+def _phases(run, **where):
+    return [(c.phase, c.name) for c in run.calls(1, run.call_count())
+            if all(getattr(c, k) == v for k, v in where.items())]
+
+
+def test_grad_turned_back_on_inside_a_no_grad_function_is_a_forward(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(5, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+@torch.no_grad()
+def adapt_and_predict(x):  # test-time adaptation: a training step inside
+    with torch.enable_grad():
+        logits = model(x)
+        entropy = -(logits.softmax(-1) * logits.log_softmax(-1)).sum(-1).mean()
+        entropy.backward()
+    opt.step()
+    opt.zero_grad()
+    return model(x).argmax(-1)
+
+for _ in range(2):
+    adapt_and_predict(torch.randn(4, 5))
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    assert _phases(run, depth=1, kind="module") == [("forward", "Sequential"), ("no_grad", "Sequential")] * 2
+    complete = [step for step in run.steps() if step.complete]
+    assert len(complete) == 2 and all(step.phase_ns.get("forward", 0) > 0 for step in complete)
+
+
+def test_a_checkpointed_model_evaluated_under_no_grad_is_no_grad(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+blocks = nn.ModuleList(nn.Linear(6, 6) for _ in range(2))
+head = nn.Linear(6, 2)
+opt = torch.optim.SGD([*blocks.parameters(), *head.parameters()], lr=0.1)
+
+def run(x):
+    h = x
+    for b in blocks:
+        h = checkpoint(b, h, use_reentrant=True)
+    return head(h)
+
+for _ in range(2):
+    run(torch.randn(4, 6, requires_grad=True)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    with torch.no_grad():
+        run(torch.randn(4, 6))
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    top = _phases(run, step=2, depth=0, kind="module")
+    assert top == [("forward", "Linear"), ("forward", "Linear#2"), ("forward", "Linear#3"),
+                   ("no_grad", "Linear"), ("no_grad", "Linear#2"), ("no_grad", "Linear#3")]
+
+
+def test_a_criterion_inside_a_model_evaluated_under_no_grad_is_no_grad(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class WithLoss(nn.Module):  # computes its loss in forward, as Hugging Face models do
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.ce = nn.CrossEntropyLoss()
+    def forward(self, x, y):
+        return self.ce(self.fc(x), y)
+
+model = WithLoss()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(5, 4), torch.randint(3, (5,))
+for _ in range(2):
+    model(x, y).backward()
+    opt.step()
+    opt.zero_grad()
+    with torch.no_grad():
+        model(x, y)
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    assert _phases(run, step=2) == [
+        ("forward", "WithLoss"), ("forward", "fc"), ("loss", "ce"), ("backward", "backward"),
+        ("optimizer", "SGD"), ("no_grad", "WithLoss"), ("no_grad", "fc"), ("no_grad", "ce")]
+
+
+def test_a_functional_loss_inside_a_criterions_helper_is_not_recorded_again(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules.loss import _Loss
+
+def focal(logits, y):
+    ce = F.cross_entropy(logits, y, reduction="none")
+    return ((1 - torch.exp(-ce)) ** 2 * ce).mean()
+
+class FocalLoss(_Loss):
+    def forward(self, logits, y):
+        return focal(logits, y)
+
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(5, 4), torch.randint(3, (5,))
+for _ in range(2):
+    FocalLoss()(model(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    assert _phases(run, step=2) == [("forward", "Linear"), ("loss", "FocalLoss"), ("loss", "focal"),
+                                    ("backward", "backward"), ("optimizer", "SGD")]
+
+
+def test_per_sample_loss_is_not_taken_from_a_metric_under_no_grad(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(5, 4), torch.randint(3, (5,))
+for _ in range(2):
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    with torch.no_grad():
+        smoothed = F.cross_entropy(logits, y, label_smoothing=0.1)  # a metric on live logits
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    loss_call = next(c for c in run.calls(1, run.call_count()) if c.step == 2 and c.phase == "loss")
+    assert run.steps()[1].extra["per_sample_loss"]["seq"] == loss_call.seq
+
+
+def test_library_code_calling_user_functions_back_is_not_a_call_of_the_loop(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.optim.swa_utils import AveragedModel
+
+def ema_avg(averaged, current, n):
+    return 0.9 * averaged + 0.1 * current
+
+def reset(m):
+    if isinstance(m, nn.Linear):
+        nn.init.zeros_(m.bias)
+
+model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 2)))
+ema = AveragedModel(model, avg_fn=ema_avg)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for it in range(2):
+    model.apply(reset)
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    ema.update_parameters(model)
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    assert not [c for c in run.calls(1, run.call_count()) if c.name in ("ema_avg", "reset")]

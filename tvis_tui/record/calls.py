@@ -33,15 +33,16 @@ def call_phase(stack: list["OpenCall"], own: str | None = None) -> str:
     optimizer.step(). A forward or loss call made with autograd off (torch.no_grad,
     inference_mode) and no other call around it but user functions is "no_grad": an
     evaluation, a shape probe, a frozen part of the model, whose time is not the
-    training forward's."""
+    training forward's; so is everything inside it, a criterion too."""
     parent = stack[-1] if stack else None
-    if own is not None:
-        phase = own
-    elif parent is None or parent.record.phase == "optimizer":
-        phase = "forward"
-    else:
-        phase = parent.record.phase
     top = parent is None or (parent.top and parent.transparent)
+    if parent is None or parent.record.phase == "optimizer" or (top and parent.record.phase == "no_grad"):
+        inherited = "forward"  # under a no_grad user function, grad may be on again (enable_grad)
+    else:
+        inherited = parent.record.phase
+    if inherited == "no_grad":
+        return inherited
+    phase = own or inherited
     if top and phase in ("forward", "loss") and not torch.is_grad_enabled() and not _in_autograd_function():
         return "no_grad"
     return phase
@@ -51,12 +52,14 @@ _FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignor
 
 
 def _in_autograd_function() -> bool:
-    """Whether an autograd.Function's forward is running: autograd is off there, and a
-    reentrant checkpoint runs the training forward there."""
+    """Whether an autograd.Function's forward is running for training: autograd is off
+    inside it, and a reentrant checkpoint runs the training forward there. Without an input
+    that requires grad (a checkpointed model evaluated under no_grad) it builds no graph."""
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code is _FUNCTION_APPLY:
-            return True
+            args = frame.f_locals.get("args", ())
+            return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         frame = frame.f_back
     return False
 

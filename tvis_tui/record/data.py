@@ -179,7 +179,7 @@ class DataCapture:
         """The first classification loss of a step is decoded, unless a later one trains:
         a metric on detached logits (logged after optimizer.step(), so counted in the next
         step) must not stand for the predictions the step trained on."""
-        trains = isinstance(logits, torch.Tensor) and logits.requires_grad
+        trains = isinstance(logits, torch.Tensor) and logits.requires_grad and torch.is_grad_enabled()
         step = self._rec.steps.step
         if self._predicted_step == step and (self._predicted_trains or not trains):
             return False

@@ -245,6 +245,16 @@ WRAPPER_FRAMES = 2
 count it as called from the loop: a decorator's wrapper (torch.no_grad's is one frame)."""
 
 
+def _wraps(frame: FrameType, code: CodeType) -> bool:
+    """Whether `frame` runs a wrapper of the function of `code`: the wrapped function is a
+    variable of the wrapper's closure (torch.no_grad's `func`, torch.compile's `fn`)."""
+    names = frame.f_code.co_freevars
+    if not names:
+        return False
+    values = frame.f_locals  # free variables are among them
+    return any(getattr(values.get(name), "__code__", None) is code for name in names)
+
+
 class _Frame:
     """The local tracer of one run of a user frame."""
 
@@ -270,14 +280,16 @@ class _Frame:
             return False
         # Called from a loop of user code, maybe through a decorator's wrapper
         # (`@torch.no_grad()` on an evaluate function).
-        caller = frame.f_back
+        inner, caller = frame, frame.f_back
         for _ in range(WRAPPER_FRAMES + 1):
             if caller is None:
                 return False
             plan = tracer._plans.get(caller.f_code)
             if plan is not None:
                 return plan.in_loop(caller.f_lasti)
-            caller = caller.f_back
+            if not _wraps(caller, inner.f_code):
+                return False  # library code calling back (Module.apply, AveragedModel's avg_fn)
+            inner, caller = caller, caller.f_back
         return False
 
     def open(self, frame: FrameType) -> OpenCall:

@@ -66,7 +66,7 @@ class PerSample:
     values: torch.Tensor
     weights: torch.Tensor | None
     reduction: str
-    trains: bool = False  # the loss's input required grad: a training loss, not a metric
+    trains: bool = False  # its input required grad, autograd on: a training loss, not a metric
 
     def slots(self) -> list[tuple[str, torch.Tensor]]:
         pairs = [("per_sample", self.values)]
@@ -127,7 +127,7 @@ def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduc
         return None
     if input.is_meta or target.is_meta or reduction not in ("mean", "sum", "none"):
         return None
-    trains = input.requires_grad
+    trains = input.requires_grad and torch.is_grad_enabled()  # not a metric under no_grad
     with torch.no_grad(), _warnings_unshown():  # the script already saw the call's own
         input, target = input.detach(), target.detach()
         options = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in options.items()}

@@ -570,7 +570,7 @@ class Recorder:
 
     def _loss_function(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         stack = self.log.stack
-        inside_loss_module = bool(stack) and stack[-1].criterion
+        inside_loss_module = any(c.criterion for c in stack)  # a criterion's own, maybe via a helper
         if not self._active() or inside_loss_module:
             return original(*args, **kwargs)
         self._stop_if_done()
