@@ -13,7 +13,7 @@ import pytest
 
 from tvis_tui.errors import TvisError
 from tvis_tui.store import CallRecord, RunReader, RunWriter, Site, Slot, StepRecord, TensorStats
-from tvis_tui.store.runs import find_runs, new_run_path, run_status
+from tvis_tui.store.runs import claim_run_path, find_runs, run_status
 
 
 def _call(seq, parent=0, depth=0, step=1, phase="forward", name="m", line=10, **kw):
@@ -128,10 +128,10 @@ def test_find_runs_newest_first(tmp_path):
     assert runs[0].status == "ok" and runs[0].steps == 2
 
 
-def test_new_run_path_is_unique(tmp_path):
-    first = new_run_path(tmp_path, "train.py", name="x")
-    first.mkdir()
-    assert new_run_path(tmp_path, "train.py", name="x").name == "x-2"
+def test_a_claimed_run_path_is_a_new_folder(tmp_path):
+    first = claim_run_path(tmp_path / "runs", "train.py", name="x")
+    assert first.is_dir() and first.name == "x"
+    assert claim_run_path(tmp_path / "runs", "train.py", name="x").name == "x-2"
 
 
 def test_nearest_sibling_nonfinite_and_line_lookups(tmp_path):
@@ -221,3 +221,12 @@ def test_refresh_refuses_a_file_cut_short_after_opening(tmp_path):
     os.truncate(tmp_path / "run" / "data.mdb", 3 * 4096)
     with pytest.raises(TvisError, match="corrupt or truncated run"):
         r.refresh()  # before any page past the new end is read
+
+
+def test_processes_starting_together_each_claim_a_folder(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(lambda _: claim_run_path(tmp_path, "train.py", name="x"), range(8)))
+    assert sorted(p.name for p in paths) == sorted(["x", *(f"x-{n}" for n in range(2, 9))])
+    assert all(p.is_dir() for p in paths)

@@ -27,7 +27,7 @@ from tvis_tui.record.calls import first_line
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
 from tvis_tui.store.records import Site
-from tvis_tui.store.runs import new_run_path
+from tvis_tui.store.runs import claim_run_path
 from tvis_tui.store.writer import RunWriter
 
 
@@ -96,8 +96,14 @@ class Options:
 def record(target: Target, options: Options) -> int:
     """Run `target` under the recorder; returns the exit status `python` would have."""
     script, user_root = target.resolve()
-    path = new_run_path(options.out_dir, Path(target.name).stem if not target.module
-                        else target.name.rsplit(".", 1)[-1], options.name)
+    rank = distributed_rank()
+    stem = Path(target.name).stem if not target.module else target.name.rsplit(".", 1)[-1]
+    try:
+        path = claim_run_path(options.out_dir, _ranked(stem, rank), _ranked(options.name, rank))
+    except OSError as exc:
+        out = Path(options.out_dir)
+        reason = "not a folder" if out.exists() and not out.is_dir() else exc.strerror or str(exc)
+        raise TvisError(f"{options.out_dir}: cannot make a run folder there ({reason})") from None
     try:
         writer = RunWriter(path, max_pending_bytes=PENDING_BYTES)
     except (OSError, FileExistsError) as exc:
@@ -305,10 +311,31 @@ def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]
         "status": "running",
         "pid": os.getpid(),
         "host": socket.gethostname(),
+        **_rank_meta(),
         "step_limit": options.steps,
         "max_tensor_bytes": options.max_tensor_bytes,
         **options.capture.to_meta(),
     }
+
+
+def distributed_rank() -> tuple[int, int] | None:
+    """(rank, world size) when this process is one of several of a distributed job, as
+    torchrun and the launchers built like it (accelerate, deepspeed) tell it in RANK and
+    WORLD_SIZE; each rank records a run of its own."""
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return None
+    return (rank, world) if world > 1 and 0 <= rank < world else None
+
+
+def _rank_meta() -> dict[str, int]:
+    rank = distributed_rank()
+    return {"rank": rank[0], "world_size": rank[1]} if rank is not None else {}
+
+
+def _ranked(name: str | None, rank: tuple[int, int] | None) -> str | None:
+    return f"{name}-rank{rank[0]}" if name is not None and rank is not None else name
 
 
 def _device() -> str:

@@ -15,16 +15,23 @@ from tvis_tui.store.reader import RunReader
 STATUSES = ("ok", "stopped", "crashed", "running")
 
 
-def new_run_path(out_dir: str | os.PathLike[str], script: str, name: str | None = None,
-                 now: datetime | None = None) -> Path:
-    """`<out>/<name>` or `<out>/<YYYYmmdd-HHMMSS>-<script stem>`, made unique with -2, -3..."""
+def claim_run_path(out_dir: str | os.PathLike[str], script: str, name: str | None = None,
+                   now: datetime | None = None) -> Path:
+    """Create and return a new empty folder `<out>/<name>` or
+    `<out>/<YYYYmmdd-HHMMSS>-<script stem>`, made unique with -2, -3... Creating it is
+    what claims it: processes starting together (the ranks of one torchrun job) get a
+    folder each, never one store between them."""
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     base = Path(out_dir) / (name or f"{stamp}-{Path(script).stem or 'run'}")
+    base.parent.mkdir(parents=True, exist_ok=True)
     path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
 
 
 def is_run(path: Path) -> bool:
