@@ -229,3 +229,71 @@ def test_garbage_collections_outside_hooks_count_as_overhead():
     log._thread.hook_depth = 0
     gc.collect()
     assert log._thread.overhead_ns == outside
+
+
+SLOW_BACKWARD = """
+import time
+import torch
+from torch import nn
+
+class SlowGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        time.sleep(0.030)
+        return g
+
+class Slow(nn.Module):
+    def forward(self, x):
+        return SlowGrad.apply(x)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.slow = Slow()
+        self.b = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.b(self.slow(torch.relu(self.a(x))))
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    model(torch.randn(3, 4)).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_each_module_call_has_its_backward_time(run_inprocess, monkeypatch):
+    _slow_capture(monkeypatch, slots.SlotMaker, "make")  # the activation grads' capture: 30 ms each
+    code, run = run_inprocess(SLOW_BACKWARD, capture=CaptureOptions(lines=False))
+    assert code == 0
+    calls = {c.name: c for c in run.calls(1, run.call_count()) if c.step == 2}
+    took = {name: calls[name].extra.get("backward_ns") for name in ("Net", "a", "slow", "b")}
+    assert 30 * MS <= took["slow"] < 30 * MS + TVIS_WORK_S * 1e9 / 2
+    # Three outputs' grads were captured inside Net's backward: 90 ms if they were counted.
+    assert took["slow"] <= took["Net"] < 30 * MS + TVIS_WORK_S * 1e9 / 2
+    assert 0 < took["a"] < 10 * MS and 0 < took["b"] < 10 * MS
+    assert took["Net"] <= calls["backward"].duration_ns
+
+
+def test_no_backward_time_for_calls_without_a_graph(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model(torch.randn(3, 4)).sum().backward()
+opt.step()
+with torch.no_grad():
+    model(torch.randn(3, 4))
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    trained, evaluated = [c for c in run.calls(1, run.call_count()) if c.kind == "module"]
+    assert trained.extra["backward_ns"] > 0 and "backward_ns" not in evaluated.extra

@@ -45,3 +45,4 @@ async def test_six_jumps_to_the_evaluation(evaluated):
         assert "call 5 of 6" in text and "no_grad" in text
         await press(pilot, "2")
         assert pilot.app.screen.seq == 1
+

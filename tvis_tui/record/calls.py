@@ -81,6 +81,7 @@ class OpenCall:
     top: bool = True
     gpu_start: Any = None  # a CUDA event where its clock started (timing.py), if on CUDA
     criterion: bool = False  # a loss module or functional loss, whatever its phase
+    node_low: int | None = None  # the autograd node number its own nodes come after (module_backward.py)
 
 
 class _ThreadState(threading.local):
@@ -130,6 +131,10 @@ class CallLog:
         state = self._thread
         if state.hook_depth == 0 and not state.collecting:
             state.overhead_ns += time.perf_counter_ns() - started_ns
+
+    def overhead_done(self) -> int:
+        """tvis's time on this thread in the hooks that have ended."""
+        return self._thread.overhead_ns
 
     def overhead_so_far(self) -> int:
         """tvis's time on this thread so far, the hook running now included."""

@@ -24,11 +24,13 @@ heap's free lists, ~40-130 us a sample on the bundled examples, ~0.9 ms a step.)
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
 from tvis_tui.record.live_tensors import LiveTensors
+from tvis_tui.record.module_backward import ModuleBackwardTimes
 from tvis_tui.record.saved import BackwardMemory, hooks_active
 
 
@@ -83,6 +85,12 @@ class PeakMemory:
         # sets its _guard: counted as overhead, tracing paused, errors contained).
         self.guard: Callable[..., Any] = lambda body, *args: body(*args)
         self._backward: BackwardMemory | None = None
+        # Times each module call's backward from the node hooks (module_backward.py).
+        self.node_times: ModuleBackwardTimes | None = None
+
+    def follows_nodes(self) -> bool:
+        """Whether backward's nodes are hooked (on the CPU, without saved-tensor hooks)."""
+        return not self._cuda and self._walk_graph
 
     # -- what the recorder sees ----------------------------------------------------------
 
@@ -105,6 +113,9 @@ class PeakMemory:
                 if self._backward is None:
                     self._backward = BackwardMemory(self.live, self.guard)
                 self._backward.begin(value.grad_fn)
+                if self.node_times is not None:
+                    self._backward.node_listener = self.node_times.node_ran
+                    self.node_times.begin(time.perf_counter_ns())
             yield name, value
 
     def see_optimizer(self, optimizer: Any, phase: str = "optimizer") -> None:
@@ -128,6 +139,8 @@ class PeakMemory:
         if not self._cuda:
             if self._backward is not None:
                 self._backward.end()
+            if self.node_times is not None:
+                self.node_times.end()
             self.live.backward_done()
 
     # -- step end ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ Python-defined Functions (their ctx) are not read.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, Callable
 
 import torch
@@ -128,6 +129,9 @@ class BackwardMemory:
         self._edges: dict[int, list[int | None]] = {}  # node -> the node each output goes to
         self._waiting: dict[int, list[int]] = {}  # node -> storages of gradients sent to it
         self._senders: dict[int, int] = {}  # storage in flight -> nodes still to take it
+        # Told (node number, when it ended) as each node runs (module_backward.py).
+        self.node_listener: Callable[[int, int], None] | None = None
+        self._numbers: dict[int, int] = {}  # node -> its sequence number
 
     def _count(self, key: int, size: int) -> None:
         if key not in self._counted and not self._live.tracked(key):
@@ -163,6 +167,7 @@ class BackwardMemory:
                 self._count(key, size)
             if type(node).__name__ != "AccumulateGrad" and hasattr(node, "register_hook"):
                 self._edges[id(node)] = [_consumer(n) for n, _ in node.next_functions]
+                self._numbers[id(node)] = node._sequence_nr()
                 self._handles.append(node.register_hook(functools.partial(self._after_node, id(node))))
         self._sample({})
 
@@ -172,9 +177,12 @@ class BackwardMemory:
         self._live.sample("backward", self._live.live + self._bytes + new)
 
     def _after_node(self, node_id: int, grad_inputs: Any, grad_outputs: Any) -> None:
-        self._guard(self._follow, node_id, grad_inputs, grad_outputs)
+        ended = time.perf_counter_ns()  # the node's own work ended here
+        self._guard(self._follow, node_id, grad_inputs, grad_outputs, ended)
 
-    def _follow(self, node_id: int, grad_inputs: Any, grad_outputs: Any) -> None:
+    def _follow(self, node_id: int, grad_inputs: Any, grad_outputs: Any, ended: int = 0) -> None:
+        if self.node_listener is not None:
+            self.node_listener(self._numbers.get(node_id, -1), ended)
         # A node hook gets flat tuples of tensors (or None): one storage each at most.
         made = [_storage(g) for g in grad_inputs]
         incoming = _storages(grad_outputs)
@@ -220,6 +228,7 @@ class BackwardMemory:
         if self._live.listener is self:
             self._live.listener = None
         self._node_keys.clear()
+        self._numbers.clear()
         self._users.clear()
         self._saved.clear()
         self._flight.clear()

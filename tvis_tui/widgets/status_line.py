@@ -29,6 +29,10 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     if not call.error:
         text.append(f"  call {call.seq:,} of {total:,}")
     text.append(f"  {duration(call.duration_ns)}")
+    backward_ns = call.extra.get("backward_ns")
+    if isinstance(backward_ns, int):
+        text.append("  backward ", style=phase_style("backward"))
+        text.append(duration(backward_ns))
     if call.nonfinite_output:
         text.append("  NaN/Inf in output", style="bold red")
     if call.error and (status == "crashed" or "error_text" in call.extra):

@@ -1,0 +1,47 @@
+"""The bookkeeping behind each module call's backward time (record/module_backward.py):
+which calls a node of the graph belongs to, and what is kept between backwards."""
+
+from __future__ import annotations
+
+import torch
+
+from tvis_tui.record import module_backward
+from tvis_tui.record.module_backward import ModuleBackwardTimes, _segments
+from tvis_tui.store import CallRecord
+
+
+def _record(seq: int, step: int = 1) -> CallRecord:
+    return CallRecord(seq=seq, parent=0, depth=0, step=step, phase="forward", kind="module", name=f"m{seq}")
+
+
+def test_a_node_belongs_to_every_call_whose_range_holds_it():
+    calls = [(0, 10, _record(1)), (2, 5, _record(2)), (5, 8, _record(3))]
+    starts, chains = _segments(calls)
+    assert list(zip(starts, chains)) == [(1, (1,)), (3, (1, 2)), (6, (1, 3)), (9, (1,)), (11, ())]
+
+
+def test_node_times_go_to_the_calls_less_tvis_own_time():
+    written: list[CallRecord] = []
+    overhead = [0]
+    times = ModuleBackwardTimes(lambda: overhead[0], written.append, lambda: 1)
+    x = torch.ones(2, requires_grad=True)
+    low = times.low([("x", x)])
+    y = x.exp() * 2  # two nodes made inside the call
+    times.closed(_record(1), low, [("out", y)])
+    times.begin(now_ns=1_000)
+    times.node_ran(y.grad_fn._sequence_nr(), ended_ns=4_000)
+    overhead[0] = 500  # tvis's hook between the nodes
+    times.node_ran(y.grad_fn.next_functions[0][0]._sequence_nr(), ended_ns=6_000)
+    times.node_ran(10**9, ended_ns=9_000)  # a node no call made
+    times.end()
+    assert [r.extra["backward_ns"] for r in written] == [3_000 + 1_500]
+
+
+def test_calls_waiting_for_a_backward_are_bounded(monkeypatch):
+    monkeypatch.setattr(module_backward, "MAX_CALLS", 4)
+    times = ModuleBackwardTimes(lambda: 0, lambda record: None, lambda: 1)
+    x = torch.ones(2, requires_grad=True)
+    for seq in range(1, 8):
+        low = times.low([("x", x)])
+        times.closed(_record(seq), low, [("out", x * 2)])
+    assert [record.seq for _, _, record in times._calls] == [5, 6, 7]

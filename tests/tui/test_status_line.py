@@ -1,0 +1,16 @@
+"""The status line under the panes: where the selected call is and what it took."""
+
+from __future__ import annotations
+
+from tvis_tui.store import CallRecord
+from tvis_tui.widgets.status_line import status_text
+
+
+def test_the_status_line_shows_a_calls_backward_time():
+    call = CallRecord(seq=3, parent=0, depth=1, step=2, phase="forward", kind="module", name="slow",
+                      duration_ns=104_000, extra={"backward_ns": 30_250_000})
+    text = status_text("run", call, 16, None, "ok").plain
+    assert "call 3 of 16  104 µs  backward 30.2 ms" in text
+    plain = status_text("run", CallRecord(seq=2, parent=0, depth=0, step=1, phase="forward", kind="module",
+                                          name="a", duration_ns=5_000), 16, None, "ok").plain
+    assert "backward" not in plain

@@ -1,0 +1,123 @@
+"""Backward time per module call, on the CPU: the autograd nodes a call's forward made,
+timed as backward runs them.
+
+Autograd numbers the nodes it creates, in creation order on each thread
+(`Node._sequence_nr()`). A module call's forward made the nodes numbered above the highest
+number its inputs or any earlier call's outputs carry, up to the highest its outputs carry:
+a range, and the ranges of calls nested in it lie inside it. On the CPU the engine runs
+the nodes of a backward one after another on the calling thread, and tvis already hooks
+each of them to follow memory (saved.py): a node's time is the time since the previous
+node ended, less tvis's own time in between (its hooks are counted). Each call gets the time
+of the nodes in its range, its children's included, as its forward duration does.
+
+Left out, and so not in any call's figure: nodes made outside every module call (the
+script's own ops between calls, the loss arithmetic) and AccumulateGrad (a parameter's
+`.grad` being written, not hooked). Ops a module's forward ran on tensors other than its
+inputs, before the first of its own ops that has one, can land in the next call's range.
+Not measured on CUDA (nodes run on device threads, asynchronously) or where tvis does not
+hook the graph's nodes (saved-tensor hooks: non-reentrant checkpointing, offloading).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import Any, Callable, Iterable
+
+import torch
+
+from tvis_tui.store.records import CallRecord
+
+
+MAX_CALLS = 100_000
+"""Module calls kept waiting for a backward; past it the oldest half are dropped (a script
+that runs forwards with autograd on and never backward would otherwise grow it forever)."""
+
+
+def _number(value: Any) -> int:
+    """The number of the node that made `value`, else -1."""
+    node = value.grad_fn if isinstance(value, torch.Tensor) else None
+    return node._sequence_nr() if node is not None else -1
+
+
+class ModuleBackwardTimes:
+    """Ranges of node numbers per module call, and the time backward spends in each."""
+
+    def __init__(self, overhead_done: Callable[[], int], write: Callable[[CallRecord], None],
+                 step: Callable[[], int]) -> None:
+        self._overhead_done = overhead_done  # tvis's time so far on this thread, hooks that ended
+        self._write = write
+        self._step = step
+        self._highest = -1  # the highest node number any call's outputs carried
+        self._calls: list[tuple[int, int, CallRecord]] = []  # (low, high, record): nodes low < n <= high
+        self._totals: dict[int, int] = {}  # seq -> backward ns so far in its step
+        # During one backward: node number boundaries and the calls each segment is in.
+        self._starts: list[int] = []
+        self._chains: list[tuple[int, ...]] = []
+        self._touched: set[int] = set()
+        self._last = (0, 0)  # (when the previous node ended, tvis's time by then)
+
+    def low(self, inputs: Iterable[tuple[str, Any]]) -> int:
+        """At a call's start: the node number its own nodes come after."""
+        return max(self._highest, max((_number(v) for _, v in inputs), default=-1))
+
+    def closed(self, record: CallRecord, low: int, outputs: Iterable[tuple[str, Any]]) -> None:
+        """At a call's end: its nodes are those after `low` up to its outputs' highest."""
+        high = max((_number(v) for _, v in outputs), default=-1)
+        if high > low:
+            if len(self._calls) >= MAX_CALLS:  # a forward with no backward, say: forget the oldest
+                del self._calls[: MAX_CALLS // 2]
+            self._calls.append((low, high, record))
+            self._highest = max(self._highest, high)
+
+    def begin(self, now_ns: int) -> None:
+        """backward() starts: index the ranges of this step's calls by node number."""
+        step = self._step()
+        self._calls = [c for c in self._calls if c[2].step >= step]
+        kept = {record.seq for _, _, record in self._calls}
+        self._totals = {seq: ns for seq, ns in self._totals.items() if seq in kept}
+        self._starts, self._chains = _segments(self._calls)
+        self._touched = set()
+        self._last = (now_ns, self._overhead_done())
+
+    def node_ran(self, number: int, ended_ns: int) -> None:
+        """A node of this backward ended at `ended_ns` (read before tvis's hook began)."""
+        overhead = self._overhead_done()
+        last_end, last_overhead = self._last
+        self._last = (ended_ns, overhead)
+        at = bisect.bisect_right(self._starts, number) - 1
+        if at < 0:
+            return
+        took = max(ended_ns - last_end - (overhead - last_overhead), 0)
+        for seq in self._chains[at]:
+            self._totals[seq] = self._totals.get(seq, 0) + took
+            self._touched.add(seq)
+
+    def end(self) -> None:
+        """backward() returned: write each call it ran nodes of with its time so far."""
+        for _, _, record in self._calls:
+            if record.seq in self._touched:
+                self._write(dataclasses.replace(
+                    record, extra={**record.extra, "backward_ns": self._totals[record.seq]}))
+        self._touched = set()
+        self._starts, self._chains = [], []
+
+
+def _segments(calls: list[tuple[int, int, CallRecord]]) -> tuple[list[int], list[tuple[int, ...]]]:
+    """Node numbers where the set of enclosing calls changes, and that set (call seqs) from
+    each on: one sweep over the ranges, outer ones first where they start together."""
+    calls = sorted(calls, key=lambda c: (c[0], -c[1]))
+    points = sorted({b for low, high, _ in calls for b in (low + 1, high + 1)})
+    starts: list[int] = []
+    chains: list[tuple[int, ...]] = []
+    inside: list[tuple[int, int, CallRecord]] = []
+    i = 0
+    for point in points:
+        inside = [c for c in inside if c[1] >= point]
+        while i < len(calls) and calls[i][0] < point:
+            if calls[i][1] >= point:
+                inside.append(calls[i])
+            i += 1
+        starts.append(point)
+        chains.append(tuple(c[2].seq for c in inside))
+    return starts, chains
