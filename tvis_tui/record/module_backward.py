@@ -21,7 +21,6 @@ hook the graph's nodes (saved-tensor hooks: non-reentrant checkpointing, offload
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from typing import Any, Callable, Iterable
 
 import torch
@@ -95,10 +94,10 @@ class ModuleBackwardTimes:
 
     def end(self) -> None:
         """backward() returned: write each call it ran nodes of with its time so far."""
-        for _, _, record in self._calls:
-            if record.seq in self._touched:
-                self._write(dataclasses.replace(
-                    record, extra={**record.extra, "backward_ns": self._totals[record.seq]}))
+        for _, _, r in self._calls:
+            if r.seq in self._touched:
+                self._write(r.closed(r.duration_ns, r.nonfinite_output, r.error,  # type: ignore[arg-type]
+                                     {**r.extra, "backward_ns": self._totals[r.seq]}))
         self._touched = set()
         self._starts, self._chains = [], []
 
