@@ -3,9 +3,13 @@ own, named and marked by its rank, and training goes as without tvis."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+
+import pytest
 
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.store import RunReader
@@ -33,15 +37,26 @@ for step, (x, y) in enumerate(loader):
     loss.backward()
     opt.step()
     print(f"rank {dist.get_rank()} step {step} loss {loss.item():.6f}", flush=True)
+dist.barrier()  # as torch advises: destroying with a rank still busy may hang (pytorch#75097)
 dist.destroy_process_group()
 """
 
 
 def _torchrun(*args: str, cwd) -> subprocess.CompletedProcess:
-    # --standalone: a rendezvous on a free local port, so runs in parallel never collide
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node=2", *args], cwd=cwd, env=tvis_env(), capture_output=True,
-                          text=True, timeout=180)
+    """torchrun ARGS with 2 processes. --standalone: a rendezvous on a free local port, so
+    runs in parallel never collide. Should it hang, every process prints its Python stacks
+    (faulthandler, on SIGABRT) into the failure."""
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             "--nproc-per-node=2", *args], cwd=cwd,
+                            env={**tvis_env(), "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGABRT)
+        out, err = proc.communicate()
+        pytest.fail(f"torchrun {' '.join(args)} hung; its processes' stacks:\n{err[-8000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_each_rank_of_a_torchrun_job_records_its_own_run(tmp_path):

@@ -25,14 +25,18 @@ def test_node_times_go_to_the_calls_less_tvis_own_time():
     overhead = [0]
     times = ModuleBackwardTimes(lambda: overhead[0], written.append, lambda: 1)
     x = torch.ones(2, requires_grad=True)
-    low = times.low([("x", x)])
+    before = x * 3  # made before the call: no call's
+    low = times.low()
     y = x.exp() * 2  # two nodes made inside the call
-    times.closed(_record(1), low, [("out", y)])
+    times.closed(_record(1), low)
+    after = y + 1  # made after it: no call's
     times.begin(now_ns=1_000)
     times.node_ran(y.grad_fn._sequence_nr(), ended_ns=4_000)
     overhead[0] = 500  # tvis's hook between the nodes
     times.node_ran(y.grad_fn.next_functions[0][0]._sequence_nr(), ended_ns=6_000)
-    times.node_ran(10**9, ended_ns=9_000)  # a node no call made
+    times.node_ran(after.grad_fn._sequence_nr(), ended_ns=9_000)
+    times.node_ran(before.grad_fn._sequence_nr(), ended_ns=9_500)
+    times.node_ran(None, ended_ns=12_000)  # AccumulateGrad
     times.end()
     assert [r.extra["backward_ns"] for r in written] == [3_000 + 1_500]
 
@@ -42,6 +46,7 @@ def test_calls_waiting_for_a_backward_are_bounded(monkeypatch):
     times = ModuleBackwardTimes(lambda: 0, lambda record: None, lambda: 1)
     x = torch.ones(2, requires_grad=True)
     for seq in range(1, 8):
-        low = times.low([("x", x)])
-        times.closed(_record(seq), low, [("out", x * 2)])
+        low = times.low()
+        x * 2
+        times.closed(_record(seq), low)
     assert [record.seq for _, _, record in times._calls] == [5, 6, 7]

@@ -297,3 +297,75 @@ with torch.no_grad():
     assert code == 0
     trained, evaluated = [c for c in run.calls(1, run.call_count()) if c.kind == "module"]
     assert trained.extra["backward_ns"] > 0 and "backward_ns" not in evaluated.extra
+
+
+SLEEPY = """
+import time
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+class SlowFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, secs):
+        ctx.secs = secs
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        time.sleep(ctx.secs)
+        return g, None
+
+class Slow(nn.Module):
+    def __init__(self, secs):
+        super().__init__()
+        self.secs = secs
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return SlowFn.apply(self.lin(x), self.secs)
+"""
+
+
+def _backward_ms(run) -> dict[str, float]:
+    return {c.name: c.extra["backward_ns"] / MS for c in run.calls(1, run.call_count())
+            if c.kind == "module" and "backward_ns" in c.extra}
+
+
+def test_backward_time_of_ops_outside_every_call_is_no_calls(run_inprocess):
+    code, run = run_inprocess(SLEEPY + """
+w = nn.Parameter(torch.randn(2, 4))
+emb, norm = Slow(0.0), Slow(0.0)
+h = emb(torch.randn(2, 4))
+bias = SlowFn.apply(w * 2, 0.05)  # the script's own op: 50 ms of backward
+norm.lin.weight.register_post_accumulate_grad_hook(lambda p: time.sleep(0.05))
+(norm(h) + bias).sum().backward()
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    took = _backward_ms(run)
+    assert {"Slow", "Slow#2"} <= set(took) and all(ms < 25 for ms in took.values()), took
+
+
+def test_backward_times_of_several_roots_and_of_a_reentrant_checkpoint(run_inprocess):
+    code, run = run_inprocess(SLEEPY + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = Slow(0.04), Slow(0.06), Slow(0.02)
+
+    def forward(self, x):
+        return self.c(checkpoint(self.b, self.a(x), use_reentrant=True))
+
+net = Net()
+net(torch.randn(2, 4, requires_grad=True)).sum().backward()
+first, second = Slow(0.03), Slow(0.05)
+torch.autograd.backward([first(torch.randn(2, 4)).sum(), second(torch.randn(2, 4)).sum()])
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    calls = [c for c in run.calls(1, run.call_count()) if c.kind == "module"]
+    took = {(c.name, c.phase): c.extra.get("backward_ns", 0) / MS for c in calls}
+    assert 40 <= took[("a", "forward")] < 55 and 20 <= took[("c", "forward")] < 35
+    # b is recomputed inside backward, and its backward is timed there, not in Net's
+    assert 60 <= took[("b", "backward")] < 75 and took[("b", "forward")] < 10
+    assert 60 <= took[("Net", "forward")] < 75
+    assert 30 <= took[("Slow", "forward")] < 45 and 50 <= took[("Slow#2", "forward")] < 65

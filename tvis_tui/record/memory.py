@@ -87,6 +87,7 @@ class PeakMemory:
         self._backward: BackwardMemory | None = None
         # Times each module call's backward from the node hooks (module_backward.py).
         self.node_times: ModuleBackwardTimes | None = None
+        self._followed: list[bool] = []  # per backward() running: whether its graph is followed
 
     def follows_nodes(self) -> bool:
         """Whether backward's nodes are hooked (on the CPU, without saved-tensor hooks)."""
@@ -105,18 +106,23 @@ class PeakMemory:
             self._walk_graph = False
         if backward and self._walk_graph:
             return self._watch_backward(pairs)
+        if backward:
+            self._followed.append(False)
         return self.live.watch(pairs, phase, activation)
 
     def _watch_backward(self, pairs: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
-        for name, value in self.live.watch(pairs, "backward"):
-            if isinstance(value, torch.Tensor) and value.grad_fn is not None:
-                if self._backward is None:
-                    self._backward = BackwardMemory(self.live, self.guard)
-                self._backward.begin(value.grad_fn)
-                if self.node_times is not None:
-                    self._backward.node_listener = self.node_times.node_ran
-                    self.node_times.begin(time.perf_counter_ns())
-            yield name, value
+        seen = list(self.live.watch(pairs, "backward"))  # a loss or a few: all roots, one walk
+        roots = [v.grad_fn for _, v in seen if isinstance(v, torch.Tensor) and v.grad_fn is not None]
+        self._followed.append(bool(roots))
+        if roots:
+            if self._backward is None:
+                self._backward = BackwardMemory(self.live, self.guard)
+            if self.node_times is not None:
+                self._backward.node_listener = self.node_times.node_ran
+            self._backward.begin(roots)
+            if self.node_times is not None:
+                self.node_times.begin(time.perf_counter_ns())
+        return iter(seen)
 
     def see_optimizer(self, optimizer: Any, phase: str = "optimizer") -> None:
         """Parameters, their gradients and the optimizer's state tensors."""
@@ -137,10 +143,10 @@ class PeakMemory:
 
     def backward_done(self) -> None:
         if not self._cuda:
-            if self._backward is not None:
-                self._backward.end()
-            if self.node_times is not None:
-                self.node_times.end()
+            if self._followed.pop() if self._followed else False:
+                self._backward.end()  # type: ignore[union-attr]
+                if self.node_times is not None:
+                    self.node_times.end()
             self.live.backward_done()
 
     # -- step end ------------------------------------------------------------------------

@@ -1,42 +1,39 @@
 """Backward time per module call, on the CPU: the autograd nodes a call's forward made,
 timed as backward runs them.
 
-Autograd numbers the nodes it creates, in creation order on each thread
-(`Node._sequence_nr()`). A module call's forward made the nodes numbered above the highest
-number its inputs or any earlier call's outputs carry, up to the highest its outputs carry:
-a range, and the ranges of calls nested in it lie inside it. On the CPU the engine runs
+Autograd numbers the nodes it creates, in creation order on each thread; the next number is
+readable at any time (`torch._C._autograd._get_sequence_nr`). The nodes a module call's
+forward made are those numbered from the counter at its start up to the counter at its end:
+a range, and the ranges of the calls nested in it lie inside it. On the CPU the engine runs
 the nodes of a backward one after another on the calling thread, and tvis already hooks
 each of them to follow memory (saved.py): a node's time is the time since the previous
-node ended, less tvis's own time in between (its hooks are counted). Each call gets the time
-of the nodes in its range, its children's included, as its forward duration does.
+node ended, less tvis's own time in between (its hooks are counted). Each call gets the
+time of the nodes in its range, its children's included, as its forward duration does.
 
-Left out, and so not in any call's figure: nodes made outside every module call (the
-script's own ops between calls, the loss arithmetic) and AccumulateGrad (a parameter's
-`.grad` being written, not hooked). Ops a module's forward ran on tensors other than its
-inputs, before the first of its own ops that has one, can land in the next call's range.
-Not measured on CUDA (nodes run on device threads, asynchronously) or where tvis does not
-hook the graph's nodes (saved-tensor hooks: non-reentrant checkpointing, offloading).
+Left out, and so in no call's figure: nodes made outside every module call (the script's
+own ops between calls, the loss arithmetic) and AccumulateGrad (a parameter's `.grad`
+being written, with the script's post-accumulate hooks). Not measured on CUDA (nodes run on
+device threads, asynchronously) or where tvis does not hook the graph's nodes (saved-tensor
+hooks: non-reentrant checkpointing, offloading; from then on for the run). A reentrant
+checkpoint recomputes its calls inside backward, in a backward of its own: those calls carry
+their backward time, the calls around the checkpoint do not include it.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Any, Callable, Iterable
+from typing import Callable
 
 import torch
 
 from tvis_tui.store.records import CallRecord
 
+next_node_number: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
+"""The number autograd gives the next node made on this thread (None in a torch without it)."""
 
 MAX_CALLS = 100_000
 """Module calls kept waiting for a backward; past it the oldest half are dropped (a script
 that runs forwards with autograd on and never backward would otherwise grow it forever)."""
-
-
-def _number(value: Any) -> int:
-    """The number of the node that made `value`, else -1."""
-    node = value.grad_fn if isinstance(value, torch.Tensor) else None
-    return node._sequence_nr() if node is not None else -1
 
 
 class ModuleBackwardTimes:
@@ -47,44 +44,48 @@ class ModuleBackwardTimes:
         self._overhead_done = overhead_done  # tvis's time so far on this thread, hooks that ended
         self._write = write
         self._step = step
-        self._highest = -1  # the highest node number any call's outputs carried
         self._calls: list[tuple[int, int, CallRecord]] = []  # (low, high, record): nodes low < n <= high
         self._totals: dict[int, int] = {}  # seq -> backward ns so far in its step
-        # During one backward: node number boundaries and the calls each segment is in.
+        self._depth = 0  # backward() calls running (reentrant checkpointing nests them)
+        # During a backward: node number boundaries and the calls each segment is in.
         self._starts: list[int] = []
         self._chains: list[tuple[int, ...]] = []
         self._touched: set[int] = set()
         self._last = (0, 0)  # (when the previous node ended, tvis's time by then)
 
-    def low(self, inputs: Iterable[tuple[str, Any]]) -> int:
-        """At a call's start: the node number its own nodes come after."""
-        return max(self._highest, max((_number(v) for _, v in inputs), default=-1))
+    @staticmethod
+    def low() -> int:
+        """At a call's start: its own nodes are numbered above this."""
+        return next_node_number() - 1  # type: ignore[misc]
 
-    def closed(self, record: CallRecord, low: int, outputs: Iterable[tuple[str, Any]]) -> None:
-        """At a call's end: its nodes are those after `low` up to its outputs' highest."""
-        high = max((_number(v) for _, v in outputs), default=-1)
+    def closed(self, record: CallRecord, low: int) -> None:
+        """At a call's end: its nodes are those numbered above `low` and made so far."""
+        high = next_node_number() - 1  # type: ignore[misc]
         if high > low:
             if len(self._calls) >= MAX_CALLS:  # a forward with no backward, say: forget the oldest
                 del self._calls[: MAX_CALLS // 2]
             self._calls.append((low, high, record))
-            self._highest = max(self._highest, high)
 
     def begin(self, now_ns: int) -> None:
-        """backward() starts: index the ranges of this step's calls by node number."""
-        step = self._step()
-        self._calls = [c for c in self._calls if c[2].step >= step]
-        kept = {record.seq for _, _, record in self._calls}
-        self._totals = {seq: ns for seq, ns in self._totals.items() if seq in kept}
+        """backward() starts: index the ranges of this step's calls by node number. A
+        backward inside it (a reentrant checkpoint's) adds the calls it recomputed."""
+        self._depth += 1
+        if self._depth == 1:
+            step = self._step()
+            self._calls = [c for c in self._calls if c[2].step >= step]
+            kept = {record.seq for _, _, record in self._calls}
+            self._totals = {seq: ns for seq, ns in self._totals.items() if seq in kept}
+            self._touched = set()
+            self._last = (now_ns, self._overhead_done())
         self._starts, self._chains = _segments(self._calls)
-        self._touched = set()
-        self._last = (now_ns, self._overhead_done())
 
-    def node_ran(self, number: int, ended_ns: int) -> None:
-        """A node of this backward ended at `ended_ns` (read before tvis's hook began)."""
+    def node_ran(self, number: int | None, ended_ns: int) -> None:
+        """A node of this backward ended at `ended_ns` (read before tvis's hook began);
+        `number` None: a node no call made (AccumulateGrad), whose time is no call's."""
         overhead = self._overhead_done()
         last_end, last_overhead = self._last
         self._last = (ended_ns, overhead)
-        at = bisect.bisect_right(self._starts, number) - 1
+        at = bisect.bisect_right(self._starts, number) - 1 if number is not None else -1
         if at < 0:
             return
         took = max(ended_ns - last_end - (overhead - last_overhead), 0)
@@ -94,6 +95,9 @@ class ModuleBackwardTimes:
 
     def end(self) -> None:
         """backward() returned: write each call it ran nodes of with its time so far."""
+        self._depth = max(self._depth - 1, 0)
+        if self._depth:
+            return
         for _, _, r in self._calls:
             if r.seq in self._touched:
                 self._write(r.closed(r.duration_ns, r.nonfinite_output, r.error,  # type: ignore[arg-type]

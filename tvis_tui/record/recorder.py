@@ -34,7 +34,7 @@ from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
 from tvis_tui.record.loop_head import LoopHead, loop_head
 from tvis_tui.record.memory import PeakMemory
-from tvis_tui.record.module_backward import ModuleBackwardTimes
+from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record import forks, per_sample_loss, warning_sites
@@ -132,9 +132,10 @@ class Recorder:
         self.steps = StepTracker(self.writer, self.memory)
         self.log = CallLog(self.writer, self.steps, max_bytes, self.memory, self.warn)
         self.memory.guard = self._guard  # backward's node hooks run tvis code (memory.py)
-        self.memory.node_times = ModuleBackwardTimes(
-            self.log.overhead_done, lambda record: self.writer.put_call(record, first=False),
-            lambda: self.steps.step)
+        if next_node_number is not None:
+            self.memory.node_times = ModuleBackwardTimes(
+                self.log.overhead_done, lambda record: self.writer.put_call(record, first=False),
+                lambda: self.steps.step)
         self.memory.live.charge = self.log.charge_outside_hooks  # tensors die in the script's code
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
@@ -348,7 +349,7 @@ class Recorder:
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                              inputs=leaves(args, "args"), root=root, criterion=criterion)
         if self.memory.follows_nodes() and torch.is_grad_enabled():
-            call.node_low = self.memory.node_times.low(leaves(args, "args"))
+            call.node_low = ModuleBackwardTimes.low()
 
     def _enclosing_root(self, stack: list[OpenCall]) -> Any:
         """The root module of the innermost module call running, recorded or not."""
@@ -387,7 +388,7 @@ class Recorder:
             return
         record = self.log.close(call, ended, iter(outputs), error=error)
         if error is None and call.node_low is not None and call.gpu_start is None:  # CPU nodes only
-            self.memory.node_times.closed(record, call.node_low, outputs)
+            self.memory.node_times.closed(record, call.node_low)
         if error is None and self.options.grads:
             self.grads.watch(call.record.seq, iter(outputs))
         if error is None and call.criterion and not per_sample_loss.is_nested(self.log.stack, call):

@@ -80,10 +80,10 @@ def _node_saved(node: Any) -> dict[int, int]:
     return out
 
 
-def graph_nodes(grad_fn: Any, limit: int = 100_000) -> list[Any]:
-    """The nodes of the graph below `grad_fn`, each once."""
+def graph_nodes(roots: list[Any], limit: int = 100_000) -> list[Any]:
+    """The nodes of the graph below the nodes `roots`, each once."""
     seen: dict[int, Any] = {}  # id -> node, held so ids stay unique during the walk
-    todo = [grad_fn]
+    todo = list(roots)
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
@@ -132,6 +132,8 @@ class BackwardMemory:
         # Told (node number, when it ended) as each node runs (module_backward.py).
         self.node_listener: Callable[[int, int], None] | None = None
         self._numbers: dict[int, int] = {}  # node -> its sequence number
+        self._hooked: set[int] = set()  # nodes followed in the running backward
+        self._depth = 0  # backward() calls running (reentrant checkpointing nests them)
 
     def _count(self, key: int, size: int) -> None:
         if key not in self._counted and not self._live.tracked(key):
@@ -152,20 +154,32 @@ class BackwardMemory:
             self._counted[key] = size
             self._bytes += size
 
-    def begin(self, grad_fn: Any) -> None:
-        self.end()
+    def begin(self, roots: list[Any]) -> None:
+        """backward() starts from the nodes `roots`. One started inside it (a reentrant
+        checkpoint's, in a node of the outer one) adds its graph to the one followed."""
+        if self._depth == 0:
+            self._clear()
+        self._depth += 1
         # Held until backward() returns: ids identify nodes only while their Python
         # objects live (torch makes a new one for a node whose old one died).
-        self._nodes = graph_nodes(grad_fn)
+        nodes = [n for n in graph_nodes(roots) if id(n) not in self._hooked]
+        self._nodes.extend(nodes)
         self._live.listener = self
-        for node in self._nodes:
+        for node in nodes:
+            self._hooked.add(id(node))
+            if type(node).__name__ == "AccumulateGrad":
+                if self.node_listener is not None and hasattr(node, "register_hook"):
+                    # Timed only, so that a parameter's .grad being written (and the
+                    # script's post-accumulate hooks) is no module's backward time.
+                    self._handles.append(node.register_hook(self._after_accumulate))
+                continue
             saved = _node_saved(node)
             self._node_keys[id(node)] = list(saved)
             for key, size in saved.items():
                 self._users[key] = self._users.get(key, 0) + 1
                 self._saved[key] = size
                 self._count(key, size)
-            if type(node).__name__ != "AccumulateGrad" and hasattr(node, "register_hook"):
+            if hasattr(node, "register_hook"):
                 self._edges[id(node)] = [_consumer(n) for n, _ in node.next_functions]
                 self._numbers[id(node)] = node._sequence_nr()
                 self._handles.append(node.register_hook(functools.partial(self._after_node, id(node))))
@@ -175,6 +189,10 @@ class BackwardMemory:
         tracked, counted = self._live.tracked, self._counted
         new = sum(n for key, n in made.items() if key not in counted and not tracked(key))
         self._live.sample("backward", self._live.live + self._bytes + new)
+
+    def _after_accumulate(self, *_: Any) -> None:
+        ended = time.perf_counter_ns()
+        self._guard(self.node_listener, None, ended)
 
     def _after_node(self, node_id: int, grad_inputs: Any, grad_outputs: Any) -> None:
         ended = time.perf_counter_ns()  # the node's own work ended here
@@ -217,7 +235,12 @@ class BackwardMemory:
                 self._senders[key] = self._senders.get(key, 0) + 1
 
     def end(self) -> None:
-        """backward() returned: remove the hooks and forget the graph."""
+        """backward() returned; the outermost: remove the hooks and forget the graph."""
+        self._depth = max(self._depth - 1, 0)
+        if self._depth == 0:
+            self._clear()
+
+    def _clear(self) -> None:
         for handle in self._handles:
             try:
                 handle.remove()
@@ -229,6 +252,7 @@ class BackwardMemory:
             self._live.listener = None
         self._node_keys.clear()
         self._numbers.clear()
+        self._hooked.clear()
         self._users.clear()
         self._saved.clear()
         self._flight.clear()
