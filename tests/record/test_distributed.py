@@ -1,5 +1,6 @@
-"""A distributed job (torchrun, DDP over gloo on the CPU): each rank records a run of its
-own, named and marked by its rank, and training goes as without tvis."""
+"""Run folders of a distributed job (torchrun, DDP over gloo on the CPU): each rank records
+a run of its own, named and marked by its rank, and training goes as without tvis; a folder
+is claimed by creating it, and given back when its store cannot be written."""
 
 from __future__ import annotations
 
@@ -85,3 +86,17 @@ def test_a_process_that_is_no_rank_of_a_job_has_a_plain_run_name(run_inprocess, 
     monkeypatch.setenv("WORLD_SIZE", "1")  # a job of one: nothing to tell apart
     code, run = run_inprocess("print('hi')", capture=CaptureOptions(lines=False))
     assert code == 0 and run.path.name == "r0" and "rank" not in run.meta()
+
+
+def test_a_run_that_cannot_be_written_leaves_no_folder(tmp_path, monkeypatch):
+    from tvis_tui.errors import TvisError
+    from tvis_tui.record import runner
+
+    def no_store(path, **_):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "RunWriter", no_store)
+    script = write_script(tmp_path, "print('hi')")
+    with pytest.raises(TvisError, match="cannot write the run .*No space left"):
+        runner.record(runner.Target(str(script), ()), runner.Options(out_dir=str(tmp_path / "runs"), name="x"))
+    assert list((tmp_path / "runs").iterdir()) == []

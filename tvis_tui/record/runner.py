@@ -10,6 +10,7 @@ import importlib.util
 import os
 import platform
 import runpy
+import shutil
 import socket
 import sys
 import traceback
@@ -107,6 +108,7 @@ def record(target: Target, options: Options) -> int:
     try:
         writer = RunWriter(path, max_pending_bytes=PENDING_BYTES)
     except (OSError, FileExistsError) as exc:
+        shutil.rmtree(path, ignore_errors=True)  # claimed for this run, holding nothing of it
         raise TvisError(f"{path}: cannot write the run ({exc})") from None
     writer.put_meta(**_start_meta(target, script, options))
     writer.flush()
