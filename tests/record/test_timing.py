@@ -231,30 +231,40 @@ def test_garbage_collections_outside_hooks_count_as_overhead():
     assert log._thread.overhead_ns == outside
 
 
-SLOW_BACKWARD = """
+SLEEPY = """
 import time
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
-class SlowGrad(torch.autograd.Function):
+class SlowFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x):
-        return x * 1.0
+    def forward(ctx, x, secs):
+        ctx.secs = secs
+        return x.clone()
 
     @staticmethod
     def backward(ctx, g):
-        time.sleep(0.030)
-        return g
+        time.sleep(ctx.secs)
+        return g, None
 
 class Slow(nn.Module):
-    def forward(self, x):
-        return SlowGrad.apply(x)
+    def __init__(self, secs):
+        super().__init__()
+        self.secs = secs
+        self.lin = nn.Linear(4, 4)
 
+    def forward(self, x):
+        return SlowFn.apply(self.lin(x), self.secs)
+"""
+
+
+SLOW_BACKWARD = SLEEPY + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.a = nn.Linear(4, 4)
-        self.slow = Slow()
+        self.slow = Slow(0.030)
         self.b = nn.Linear(4, 2)
 
     def forward(self, x):
@@ -297,34 +307,6 @@ with torch.no_grad():
     assert code == 0
     trained, evaluated = [c for c in run.calls(1, run.call_count()) if c.kind == "module"]
     assert trained.extra["backward_ns"] > 0 and "backward_ns" not in evaluated.extra
-
-
-SLEEPY = """
-import time
-import torch
-from torch import nn
-from torch.utils.checkpoint import checkpoint
-
-class SlowFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, secs):
-        ctx.secs = secs
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, g):
-        time.sleep(ctx.secs)
-        return g, None
-
-class Slow(nn.Module):
-    def __init__(self, secs):
-        super().__init__()
-        self.secs = secs
-        self.lin = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return SlowFn.apply(self.lin(x), self.secs)
-"""
 
 
 def _backward_ms(run) -> dict[str, float]:

@@ -113,15 +113,16 @@ class PeakMemory:
     def _watch_backward(self, pairs: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
         seen = list(self.live.watch(pairs, "backward"))  # a loss or a few: all roots, one walk
         roots = [v.grad_fn for _, v in seen if isinstance(v, torch.Tensor) and v.grad_fn is not None]
+        nested = any(self._followed)  # a reentrant checkpoint's backward, inside one followed
         self._followed.append(bool(roots))
         if roots:
             if self._backward is None:
                 self._backward = BackwardMemory(self.live, self.guard)
             if self.node_times is not None:
                 self._backward.node_listener = self.node_times.node_ran
-            self._backward.begin(roots)
+            self._backward.begin(roots, nested)
             if self.node_times is not None:
-                self.node_times.begin(time.perf_counter_ns())
+                self.node_times.begin(time.perf_counter_ns(), nested)
         return iter(seen)
 
     def see_optimizer(self, optimizer: Any, phase: str = "optimizer") -> None:
@@ -143,7 +144,8 @@ class PeakMemory:
 
     def backward_done(self) -> None:
         if not self._cuda:
-            if self._followed.pop() if self._followed else False:
+            followed = self._followed.pop() if self._followed else False
+            if followed and not any(self._followed):  # the outermost followed one
                 self._backward.end()  # type: ignore[union-attr]
                 if self.node_times is not None:
                     self.node_times.end()

@@ -46,7 +46,6 @@ class ModuleBackwardTimes:
         self._step = step
         self._calls: list[tuple[int, int, CallRecord]] = []  # (low, high, record): nodes low < n <= high
         self._totals: dict[int, int] = {}  # seq -> backward ns so far in its step
-        self._depth = 0  # backward() calls running (reentrant checkpointing nests them)
         # During a backward: node number boundaries and the calls each segment is in.
         self._starts: list[int] = []
         self._chains: list[tuple[int, ...]] = []
@@ -66,11 +65,10 @@ class ModuleBackwardTimes:
                 del self._calls[: MAX_CALLS // 2]
             self._calls.append((low, high, record))
 
-    def begin(self, now_ns: int) -> None:
-        """backward() starts: index the ranges of this step's calls by node number. A
-        backward inside it (a reentrant checkpoint's) adds the calls it recomputed."""
-        self._depth += 1
-        if self._depth == 1:
+    def begin(self, now_ns: int, nested: bool = False) -> None:
+        """backward() starts: index the ranges of this step's calls by node number;
+        `nested`: inside another (a reentrant checkpoint's), adding the calls it recomputed."""
+        if not nested:
             step = self._step()
             self._calls = [c for c in self._calls if c[2].step >= step]
             kept = {record.seq for _, _, record in self._calls}
@@ -94,10 +92,8 @@ class ModuleBackwardTimes:
             self._touched.add(seq)
 
     def end(self) -> None:
-        """backward() returned: write each call it ran nodes of with its time so far."""
-        self._depth = max(self._depth - 1, 0)
-        if self._depth:
-            return
+        """The outermost backward() returned: write each call it ran nodes of with its
+        time so far."""
         for _, _, r in self._calls:
             if r.seq in self._touched:
                 self._write(r.closed(r.duration_ns, r.nonfinite_output, r.error,  # type: ignore[arg-type]

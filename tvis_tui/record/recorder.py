@@ -598,7 +598,8 @@ class Recorder:
     def _open_function(self, name: str, fn: Any, args: tuple, kwargs: dict, frame: Any) -> OpenCall:
         inputs = itertools.chain(leaves(args, "args"), leaves(kwargs, "kwargs"))
         return self.log.open(kind="function", name=name, type_="function",
-                             phase=call_phase(self.log.stack, "loss"), criterion=True, owner=id(fn), call_site=self.sites.call_site(frame),
+                             phase=call_phase(self.log.stack, "loss"), criterion=True, owner=id(fn),
+                             call_site=self.sites.call_site(frame),
                              def_site=self.sites.def_site(type(fn), "__call__", fn), inputs=inputs)
 
     def _close_function(self, call: OpenCall, ended: int, result: Any,

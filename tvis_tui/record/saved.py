@@ -114,7 +114,7 @@ class BackwardMemory:
         self._live = live
         self._guard = guard
         self._handles: list[Any] = []
-        self._nodes: list[Any] = []
+        self._nodes: dict[int, Any] = {}  # id -> node, of the graph followed now
         self._node_keys: dict[int, list[int]] = {}
         self._users: dict[int, int] = {}  # saved storage -> nodes that saved it
         self._saved: dict[int, int] = {}  # saved storage -> nbytes, while some node holds it
@@ -130,10 +130,8 @@ class BackwardMemory:
         self._waiting: dict[int, list[int]] = {}  # node -> storages of gradients sent to it
         self._senders: dict[int, int] = {}  # storage in flight -> nodes still to take it
         # Told (node number, when it ended) as each node runs (module_backward.py).
-        self.node_listener: Callable[[int, int], None] | None = None
+        self.node_listener: Callable[[int | None, int], None] | None = None
         self._numbers: dict[int, int] = {}  # node -> its sequence number
-        self._hooked: set[int] = set()  # nodes followed in the running backward
-        self._depth = 0  # backward() calls running (reentrant checkpointing nests them)
 
     def _count(self, key: int, size: int) -> None:
         if key not in self._counted and not self._live.tracked(key):
@@ -154,19 +152,17 @@ class BackwardMemory:
             self._counted[key] = size
             self._bytes += size
 
-    def begin(self, roots: list[Any]) -> None:
-        """backward() starts from the nodes `roots`. One started inside it (a reentrant
-        checkpoint's, in a node of the outer one) adds its graph to the one followed."""
-        if self._depth == 0:
-            self._clear()
-        self._depth += 1
+    def begin(self, roots: list[Any], nested: bool = False) -> None:
+        """backward() starts from the nodes `roots`; `nested`: inside another one (a
+        reentrant checkpoint's, in a node of the outer one), whose graph stays followed."""
+        if not nested:
+            self.end()
         # Held until backward() returns: ids identify nodes only while their Python
         # objects live (torch makes a new one for a node whose old one died).
-        nodes = [n for n in graph_nodes(roots) if id(n) not in self._hooked]
-        self._nodes.extend(nodes)
+        nodes = [n for n in graph_nodes(roots) if id(n) not in self._nodes]
+        self._nodes.update((id(n), n) for n in nodes)
         self._live.listener = self
         for node in nodes:
-            self._hooked.add(id(node))
             if type(node).__name__ == "AccumulateGrad":
                 if self.node_listener is not None and hasattr(node, "register_hook"):
                     # Timed only, so that a parameter's .grad being written (and the
@@ -198,9 +194,9 @@ class BackwardMemory:
         ended = time.perf_counter_ns()  # the node's own work ended here
         self._guard(self._follow, node_id, grad_inputs, grad_outputs, ended)
 
-    def _follow(self, node_id: int, grad_inputs: Any, grad_outputs: Any, ended: int = 0) -> None:
+    def _follow(self, node_id: int, grad_inputs: Any, grad_outputs: Any, ended: int) -> None:
         if self.node_listener is not None:
-            self.node_listener(self._numbers.get(node_id, -1), ended)
+            self.node_listener(self._numbers.get(node_id), ended)
         # A node hook gets flat tuples of tensors (or None): one storage each at most.
         made = [_storage(g) for g in grad_inputs]
         incoming = _storages(grad_outputs)
@@ -235,24 +231,18 @@ class BackwardMemory:
                 self._senders[key] = self._senders.get(key, 0) + 1
 
     def end(self) -> None:
-        """backward() returned; the outermost: remove the hooks and forget the graph."""
-        self._depth = max(self._depth - 1, 0)
-        if self._depth == 0:
-            self._clear()
-
-    def _clear(self) -> None:
+        """The outermost backward() returned: remove the hooks and forget the graph."""
         for handle in self._handles:
             try:
                 handle.remove()
             except Exception:
                 pass
         self._handles.clear()
-        self._nodes = []
+        self._nodes.clear()
         if self._live.listener is self:
             self._live.listener = None
         self._node_keys.clear()
         self._numbers.clear()
-        self._hooked.clear()
         self._users.clear()
         self._saved.clear()
         self._flight.clear()

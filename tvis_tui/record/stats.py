@@ -81,12 +81,13 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
     shape = shape_of(t)
     dtype = str(t.dtype).removeprefix("torch.")
     device, requires_grad = str(t.device), t.requires_grad
-    if t.is_nested:
-        return _nested_summary(t, shape, dtype, device, requires_grad, histogram)
-    if t.is_meta or t.layout != torch.strided or t.is_quantized:
+    if t.is_nested:  # no values kept: a grid of ragged rows has no cells to show them in
+        x, host = _nested_values(t), None
+    elif t.is_meta or t.layout != torch.strided or t.is_quantized:
         return Summary(shape, dtype, device, requires_grad, None, (), None, None, None, None)
-    x = t.detach()
-    host = _host_values(x, max_bytes)
+    else:
+        x = t.detach()
+        host = _host_values(x, max_bytes)
     if x.is_complex():
         stats, hist, lo, hi = _complex_stats(x), (), None, None
     else:
@@ -108,16 +109,10 @@ def shape_of(t: torch.Tensor) -> tuple[int, ...]:
     return (len(rows), *(col[0] if len(set(col)) == 1 else -1 for col in zip(*rows)))
 
 
-def _nested_summary(t: torch.Tensor, shape: tuple[int, ...], dtype: str, device: str,
-                    requires_grad: bool, histogram: bool) -> Summary:
-    """Statistics over the values of all of a nested tensor's components; no values kept
-    (a grid of ragged rows has no cells to show them in)."""
+def _nested_values(t: torch.Tensor) -> torch.Tensor:
+    """All of a nested tensor's components' values, in one flat tensor."""
     parts = [c.detach().reshape(-1) for c in t.unbind()]
-    flat = torch.cat(parts) if parts else torch.empty(0, dtype=t.dtype)
-    if flat.is_complex():
-        return Summary(shape, dtype, device, requires_grad, _complex_stats(flat), (), None, None, None, None)
-    stats, hist, lo, hi = _real_stats(flat, histogram)
-    return Summary(shape, dtype, device, requires_grad, stats, hist, lo, hi, None, None)
+    return torch.cat(parts) if parts else torch.empty(0, dtype=t.dtype)
 
 
 def as_float(x: torch.Tensor) -> torch.Tensor:
