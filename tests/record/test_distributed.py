@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tvis_tui.record.options import CaptureOptions
+from tvis_tui.record.runner import Options, Target, record
 from tvis_tui.store import RunReader
 from tvis_tui.store.runs import find_runs
 
@@ -86,6 +87,54 @@ def test_a_process_that_is_no_rank_of_a_job_has_a_plain_run_name(run_inprocess, 
     monkeypatch.setenv("WORLD_SIZE", "1")  # a job of one: nothing to tell apart
     code, run = run_inprocess("print('hi')", capture=CaptureOptions(lines=False))
     assert code == 0 and run.path.name == "r0" and "rank" not in run.meta()
+
+
+@pytest.mark.parametrize("launcher", [
+    {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4"},  # srun
+    {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4"},  # Open MPI's mpirun
+    {"PMI_RANK": "1", "PMI_SIZE": "4"},  # MPICH, Intel MPI
+])
+def test_a_rank_started_by_srun_or_mpirun_records_a_run_named_by_its_rank(tmp_path, monkeypatch, capsys, launcher):
+    for variable, value in launcher.items():
+        monkeypatch.setenv(variable, value)
+    script = write_script(tmp_path, "print('hi')")
+    code = record(Target(str(script), ()), Options(out_dir=str(tmp_path / "runs"), name="job"))
+    assert code == 0 and capsys.readouterr().out == "hi\n"
+    with RunReader(tmp_path / "runs" / "job-rank1") as run:
+        assert (run.meta()["rank"], run.meta()["world_size"]) == (1, 4)
+
+
+def test_a_slurm_batch_script_is_no_rank_of_its_job(run_inprocess, monkeypatch):
+    # sbatch runs the script once, with the job's task count but no step of tasks.
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    code, run = run_inprocess("print('hi')", capture=CaptureOptions(lines=False))
+    assert code == 0 and run.path.name == "r0" and "rank" not in run.meta()
+
+
+def test_torchrun_inside_srun_names_the_run_by_torchrun_rank(tmp_path, monkeypatch):
+    for variable, value in {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "RANK": "3",
+                            "WORLD_SIZE": "8"}.items():
+        monkeypatch.setenv(variable, value)
+    script = write_script(tmp_path, "pass")
+    assert record(Target(str(script), ()), Options(out_dir=str(tmp_path / "runs"), name="job")) == 0
+    with RunReader(tmp_path / "runs" / "job-rank3") as run:
+        assert (run.meta()["rank"], run.meta()["world_size"]) == (3, 8)
+
+
+@pytest.mark.parametrize(("rank", "size", "said"), [
+    ("a", "2", "RANK='a' WORLD_SIZE='2' are not numbers"),
+    ("2", "2", "RANK='2' WORLD_SIZE='2' is no rank of the job"),
+])
+def test_rank_variables_that_name_no_rank_are_reported_and_the_run_keeps_its_name(
+        run_inprocess, monkeypatch, capsys, rank, size, said):
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", size)
+    code, run = run_inprocess("print('hi')", capture=CaptureOptions(lines=False))
+    assert code == 0 and run.path.name == "r0" and "rank" not in run.meta()
+    err = capsys.readouterr().err
+    assert f"tvis: warning: {said}: the run is named without a rank" in err
+    assert any(said in warning for warning in run.meta()["warnings"])
 
 
 def test_a_run_that_cannot_be_written_leaves_no_folder(tmp_path, monkeypatch):

@@ -25,6 +25,7 @@ import torch
 
 from tvis_tui.errors import TvisError
 from tvis_tui.record.calls import first_line
+from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
 from tvis_tui.store.records import Site
@@ -97,10 +98,13 @@ class Options:
 def record(target: Target, options: Options) -> int:
     """Run `target` under the recorder; returns the exit status `python` would have."""
     script, user_root = target.resolve()
-    rank = distributed_rank()
+    rank, rank_problem = job_rank()
     stem = Path(target.name).stem if not target.module else target.name.rsplit(".", 1)[-1]
+    name = options.name
+    if rank is not None:
+        stem, name = rank.name(stem), rank.name(name)
     try:
-        path = claim_run_path(options.out_dir, _ranked(stem, rank), _ranked(options.name, rank))
+        path = claim_run_path(options.out_dir, stem, name)
     except OSError as exc:
         out = Path(options.out_dir)
         reason = "not a folder" if out.exists() and not out.is_dir() else exc.strerror or str(exc)
@@ -110,10 +114,12 @@ def record(target: Target, options: Options) -> int:
     except (OSError, FileExistsError) as exc:
         shutil.rmtree(path, ignore_errors=True)  # claimed for this run, holding nothing of it
         raise TvisError(f"{path}: cannot write the run ({exc})") from None
-    writer.put_meta(**_start_meta(target, script, options))
+    writer.put_meta(**_start_meta(target, script, options), **(rank.meta() if rank else {}))
     writer.flush()
     recorder = Recorder(writer, user_root, max_bytes=options.max_tensor_bytes,
                         step_limit=options.steps, options=options.capture)
+    if rank_problem is not None:
+        recorder.warn(rank_problem)
     outcome = _Outcome()
     try:
         recorder.install()
@@ -313,31 +319,10 @@ def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]
         "status": "running",
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        **_rank_meta(),
         "step_limit": options.steps,
         "max_tensor_bytes": options.max_tensor_bytes,
         **options.capture.to_meta(),
     }
-
-
-def distributed_rank() -> tuple[int, int] | None:
-    """(rank, world size) when this process is one of several of a distributed job, as
-    torchrun and the launchers built like it (accelerate, deepspeed) tell it in RANK and
-    WORLD_SIZE; each rank records a run of its own."""
-    try:
-        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    except (KeyError, ValueError):
-        return None
-    return (rank, world) if world > 1 and 0 <= rank < world else None
-
-
-def _rank_meta() -> dict[str, int]:
-    rank = distributed_rank()
-    return {"rank": rank[0], "world_size": rank[1]} if rank is not None else {}
-
-
-def _ranked(name: str | None, rank: tuple[int, int] | None) -> str | None:
-    return f"{name}-rank{rank[0]}" if name is not None and rank is not None else name
 
 
 def _device() -> str:
