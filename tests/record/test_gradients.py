@@ -242,7 +242,8 @@ torch.save(seen, sys.argv[1])
     assert tanhs and tanhs[0].phase == "forward"
     grad = _slot(run, tanhs[0].seq, "grad")
     np.testing.assert_array_equal(run.values(tanhs[0].seq, grad), seen["out"].numpy())
-    assert not run.meta()["warnings"]
+    # What the hooks cost the memory figure is said; nothing else went wrong.
+    assert [w.split(": ", 1)[1][:25] for w in run.meta()["warnings"]] == ["saved-tensor hooks are in"]
 
 
 def test_backward_on_another_thread(run_inprocess):

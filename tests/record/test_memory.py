@@ -7,6 +7,7 @@ import gc
 import torch
 
 from tvis_tui.record.live_tensors import LiveTensors
+from tvis_tui.record.options import CaptureOptions
 from tvis_tui.vram.trace import trace
 
 from .helpers import write_script
@@ -161,3 +162,32 @@ for _ in range(2):
 """, steps=2)
     assert code == 0
     assert run.steps()[0].peak_bytes >= pieces * size * F32
+
+
+def test_saved_tensor_hooks_stop_the_graph_walk_and_the_run_says_so(run_inprocess):
+    """Reading what a node saved would run the script's unpack hook (a recomputation):
+    from the step that first uses saved-tensor hooks on, the memory figure leaves what
+    autograd saved out, module calls get no backward time, and the run says both."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.randn(4, 8)
+    out = checkpoint(model, x, use_reentrant=False) if step else model(x)
+    out.sum().backward()
+    opt.step()
+    opt.zero_grad()
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    warnings = [w for w in run.meta()["warnings"] if "saved-tensor hooks" in w]
+    assert len(warnings) == 1 and warnings[0].startswith("step 2: ") and "no backward time" in warnings[0]
+    methods = [s.extra["peak_method"] for s in run.steps()]
+    assert methods[0].endswith("outputs kept for backward")
+    assert methods[1] == methods[2] and methods[1].endswith("(saved-tensor hooks were in use)")
+    timed = {c.step: "backward_ns" in c.extra for c in run.calls(1, run.call_count())
+             if c.kind == "module" and c.name == "Sequential" and c.phase == "forward"}
+    assert timed == {1: True, 2: False, 3: False}

@@ -38,6 +38,13 @@ CUDA_METHOD = "cuda max_memory_allocated: the peak since the start, not reset pe
 LIVE_METHOD = ("live tensor storage seen by tvis: params, grads, optimizer state, batches, "
                "module inputs/outputs, outputs kept for backward")
 NONE_METHOD = "not measured"
+UNWALKED_METHOD = (LIVE_METHOD.removesuffix("outputs kept for backward")
+                   + "not what autograd saved (saved-tensor hooks were in use)")
+SAVED_HOOKS_SEEN = ("saved-tensor hooks are in use (non-reentrant checkpointing, offloading): "
+                    "from now on what autograd saves is not in the memory figure, and module "
+                    "calls have no backward time")
+"""Why the graph is no longer walked: reading what a node saved would run the script's
+unpack hook (a recomputation)."""
 
 
 class _PeakRss:
@@ -84,6 +91,7 @@ class PeakMemory:
         # Runs tvis code from backward's node hooks as the recorder's hooks run (Recorder
         # sets its _guard: counted as overhead, tracing paused, errors contained).
         self.guard: Callable[..., Any] = lambda body, *args: body(*args)
+        self.warn: Callable[[str], None] = lambda message: None
         self._backward: BackwardMemory | None = None
         # Times each module call's backward from the node hooks (module_backward.py).
         self.node_times: ModuleBackwardTimes | None = None
@@ -104,6 +112,8 @@ class PeakMemory:
             return pairs
         if self._walk_graph and hooks_active():
             self._walk_graph = False
+            self.method = UNWALKED_METHOD
+            self.warn(SAVED_HOOKS_SEEN)
         if backward and self._walk_graph:
             return self._watch_backward(pairs)
         if backward:
@@ -161,7 +171,7 @@ class PeakMemory:
             self.method = CUDA_METHOD
             return int(torch.cuda.max_memory_allocated()), {"peak_method": CUDA_METHOD}
         peak, phases = self.live.end_step()
-        extra: dict[str, Any] = {"peak_method": LIVE_METHOD if peak else NONE_METHOD}
+        extra: dict[str, Any] = {"peak_method": self.method if peak else NONE_METHOD}
         if phases:
             extra["peak_phase_bytes"] = phases
         rss = self._rss.peak() if self._rss is not None else None

@@ -132,6 +132,7 @@ class Recorder:
         self.steps = StepTracker(self.writer, self.memory)
         self.log = CallLog(self.writer, self.steps, max_bytes, self.memory, self.warn)
         self.memory.guard = self._guard  # backward's node hooks run tvis code (memory.py)
+        self.memory.warn = lambda message: self.warn(f"step {self.steps.step}: {message}")
         if next_node_number is not None:
             self.memory.node_times = ModuleBackwardTimes(
                 self.log.overhead_done, lambda record: self.writer.put_call(record, first=False),
