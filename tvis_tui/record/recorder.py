@@ -37,6 +37,7 @@ from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
 from tvis_tui.record.names import ModuleNames
 from tvis_tui.record.options import CaptureOptions
+from tvis_tui.record.own_hooks import AfterOwnHooks
 from tvis_tui.record import forks, per_sample_loss, warning_sites
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
@@ -144,6 +145,7 @@ class Recorder:
         self.functions = FunctionTracer(self)
         self.steps.next_iteration = self._watch_loop_head
         self.grads = ActivationGrads(self)
+        self._after_own_hooks = AfterOwnHooks(self._module_post_last)
         self.updates = ParamUpdates(self)
         self.step_limit = step_limit
         self.warnings: list[str] = []
@@ -171,6 +173,7 @@ class Recorder:
             optim.register_optimizer_step_post_hook(self._optimizer_post),
         ]
         self._undo.extend(h.remove for h in handles)
+        self._undo.append(self._after_own_hooks.remove_all)
         self._undo.append(self.grads.close)  # output hooks on tensors still alive go quiet
         self._undo.append(warning_sites.install())
         self._wrap(torch.autograd, "backward", self._backward)
@@ -330,6 +333,7 @@ class Recorder:
         self._guard(self._open_module, module, args, sys._getframe(1))
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
+        self._after_own_hooks.enter(module)
         stack = self.log.stack
         enclosing_root = self._enclosing_root(stack)
         if enclosing_root is None:
@@ -362,15 +366,31 @@ class Recorder:
 
     @_untraced
     def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
-        if not self._active():
+        if self._after_own_hooks.closes(module):
+            # Closed after the module's own hooks, which may replace the output.
+            self._after_own_hooks.global_hook_ran(module, failed=len(rest) == 1)
             return
-        ended = time.perf_counter_ns()
         # Registered with kwargs, the hook gets (kwargs, result); torch's always_call path,
         # run while the forward's exception propagates, passes (result) alone.
         if len(rest) == 2:
             (kwargs, result), error = rest, None
         else:
             kwargs, result, error = {}, rest[0], sys.exc_info()[1]
+        self._end_module(module, args, kwargs, result, error)
+
+    @_untraced
+    def _module_post_last(self, module: torch.nn.Module, args: tuple, kwargs: dict, result: Any) -> None:
+        """The hook added after a module's own hooks for its call (own_hooks.py)."""
+        try:
+            self._end_module(module, args, kwargs, result, self._after_own_hooks.error(module))
+        finally:
+            self._after_own_hooks.leave(module)
+
+    def _end_module(self, module: torch.nn.Module, args: tuple, kwargs: dict, result: Any,
+                    error: BaseException | None) -> None:
+        if not self._active():
+            return
+        ended = time.perf_counter_ns()
         self._guard(self._close_module, module, kwargs, result, error, ended, args)
 
     def _close_module(self, module: torch.nn.Module, kwargs: dict, result: Any,
