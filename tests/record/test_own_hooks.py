@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
+
 from tvis_tui.record.options import CaptureOptions
 
 from .helpers import tvis_cli, tvis_env, write_script
@@ -84,7 +86,7 @@ lin(torch.ones(1, 2))
         assert call.error == "ValueError: output out of range"
 
 
-def test_a_hooked_call_fails_only_when_its_forward_or_hook_raised(run_inprocess):
+def test_a_hooked_call_fails_only_when_its_forward_or_hook_raised(run_inprocess, capsys):
     code, run = run_inprocess("""
 import torch
 from torch import nn
@@ -101,7 +103,28 @@ except RuntimeError:
     pass
 print(len(lin._forward_hooks))
 """, capture=NO_LINES)
-    assert code == 0
+    assert code == 0 and capsys.readouterr().out == "1\n"
     returned, failed = _calls(run, "Linear")
     assert returned.error is None and _out(run, returned) is not None
     assert failed.error.startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+
+
+def test_an_output_replaced_by_a_global_hook_of_the_script_is_recorded_as_replaced(run_inprocess, capsys):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_forward_hook
+
+def clip(module, args, out):
+    return out.clamp(-0.1, 0.1) if isinstance(module, nn.Linear) else None
+
+model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+handle = register_module_forward_hook(clip)
+model(torch.randn(3, 4) * 10)
+handle.remove()
+print(len(model[0]._forward_hooks), len(model[1]._forward_hooks))
+""", capture=NO_LINES)
+    assert code == 0 and capsys.readouterr().out == "0 0\n"  # no tvis hook left behind
+    (lin,) = _calls(run, "0")
+    out = _out(run, lin).stats
+    assert (out.min, out.max) == (np.float32(-0.1), np.float32(0.1))  # inputs * 10: far past

@@ -3,9 +3,11 @@
 torch runs the global forward hooks (tvis's) before a module's own (`register_forward_hook`
 on it): a hook of the script's that returns a new output (a mask, steering, an adapter)
 would make tvis record the output before the change, not what the call returned to its
-caller. For a module that has hooks of its own, tvis adds one more hook of its own to the
-module, last, for the time its call runs, and closes the call there; the global hook
-leaves it alone. Modules without hooks of their own (nearly all) cost nothing here. The
+caller. The same goes for global forward hooks the script registers (after tvis's). For a
+module that has hooks of its own, or any module while the script has global forward hooks,
+tvis adds one more hook of its own to the module, last, for the time its call runs, and
+closes the call there; the global hook leaves it alone. Modules without hooks of their own
+in a script without global hooks (nearly all) cost nothing here. The
 call's inputs stay those its caller passed (the global pre-hook runs before the module's
 own pre-hooks, which may replace them): the call is what the caller saw, hooks included,
 and its duration includes them.
@@ -26,6 +28,7 @@ import sys
 from typing import Any, Callable
 
 import torch
+from torch.nn.modules import module as module_module
 
 
 class AfterOwnHooks:
@@ -38,11 +41,12 @@ class AfterOwnHooks:
         self._handled: dict[int, list[BaseException | None]] = {}
 
     def enter(self, module: torch.nn.Module) -> None:
-        """A call of `module` begins: when it has hooks of its own, close it after them."""
+        """A call of `module` begins: when hooks besides tvis's run after its forward,
+        close it after them."""
         hooks = module._forward_hooks
         held = self._held.get(id(module))
-        if held is None and not hooks:
-            return
+        if held is None and not hooks and len(module_module._global_forward_hooks) <= 1:
+            return  # tvis's global hook is the only one
         handle, calls = held if held is not None else (None, 0)
         if handle is None or next(reversed(hooks), None) != handle.id:
             # Hooks registered since the last call: be the last again.
