@@ -102,6 +102,20 @@ def test_a_target_or_option_that_cannot_run_is_one_line_and_leaves_no_run(tmp_pa
     ("class Stop(BaseException):\n    pass\nraise Stop('base')\n", "bad.py:3: Stop: base"),
     ("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()\n",
      "bad.py:4: E: <exception str() failed>"),
+    # Through tvis's wrappers of a loss function, backward() and the DataLoader: python
+    # shows torch's frames only, and so does tvis.
+    ("import torch, torch.nn.functional as F\nx = torch.randn(4, 3, requires_grad=True)\n"
+     "F.cross_entropy(x, torch.tensor([0, 1, 2]))\n",
+     "bad.py:3: ValueError: Expected input batch_size (4) to match target batch_size (3)."),
+    ("import torch\nloss = torch.ones(2).sum()\nloss.backward()\n",
+     "bad.py:3: RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"),
+    ("import torch\nclass Data(torch.utils.data.Dataset):\n    def __len__(self):\n        return 4\n"
+     "    def __getitem__(self, i):\n        return torch.ones(2) * {0: 1, 1: 2, 2: 3}[i]\n"
+     "for batch in torch.utils.data.DataLoader(Data(), batch_size=2):\n    pass\n",
+     "bad.py:6: KeyError: 3"),
+    ("import torch, torch.nn.functional as F\ntry:\n    F.mse_loss(torch.ones(2, requires_grad=True), None)\n"
+     "except Exception as exc:\n    raise RuntimeError('no loss') from exc\n",
+     "bad.py:5: RuntimeError: no loss"),
 ])
 def test_a_script_that_fails_reads_as_under_python_and_is_recorded_as_crashed(tmp_path, source, summary):
     (tmp_path / "bad.py").write_text(source)
@@ -113,6 +127,19 @@ def test_a_script_that_fails_reads_as_under_python_and_is_recorded_as_crashed(tm
     assert last == f"tvis: {summary} (run saved to runs/b)"
     with RunReader(tmp_path / "runs" / "b") as run:
         assert (run.meta()["status"], run.meta()["exit_status"]) == ("crashed", 1)
+
+
+def test_a_warning_made_an_error_reads_as_under_python(tmp_path):
+    (tmp_path / "warn.py").write_text("import warnings\nwarnings.warn('careful')\n")
+    env = {**tvis_env(), "PYTHONWARNINGS": "error"}
+    under_python = subprocess.run([sys.executable, "warn.py"], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "tvis_tui.cli", "run", "--name", "w", "warn.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == under_python.returncode == 1
+    *shown, last = proc.stderr.splitlines()
+    assert "\n".join(shown) + "\n" == under_python.stderr  # not tvis's warnings.warn
+    assert last == "tvis: warn.py:2: UserWarning: careful (run saved to runs/w)"
 
 
 def test_warnings_about_the_calling_line_name_the_script_as_under_python(tmp_path):

@@ -195,8 +195,8 @@ def _run_main(script: str) -> None:
 
 
 def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
-    tb = _user_traceback(exc.__traceback__)
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    text = _shown_as_python_would(exc)
+    tb = exc.__traceback__
     sys.stderr.write(text)
     site = recorder.sites.user_location(tb)
     if site is None and isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
@@ -226,9 +226,9 @@ def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
     if status == 0:
         outcome.set("ok", 0)
         return
-    tb = _user_traceback(exc.__traceback__)
+    text = _shown_as_python_would(exc)
+    tb = exc.__traceback__
     site = recorder.sites.user_location(tb) if tb is not None else None
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
     outcome.set("crashed", status, exception=f"SystemExit: {code}", traceback=text,
                 failing_site=f"{site.file}:{site.line}" if site else None)
     where = f"{_display(site.file)}:{site.line}: " if site else ""
@@ -253,15 +253,38 @@ def _text(exc: BaseException) -> str:
         return "<exception str() failed>"
 
 
+TVIS_DIR = str(Path(__file__).resolve().parents[1])
+
+
 def _user_traceback(tb: Any) -> Any:
-    """Drop the frames of tvis and runpy above the script, as `python script.py` shows."""
+    """`tb` less the frames of tvis and runpy, as `python script.py` shows it: those above
+    the script, and tvis's wrappers between the script and torch (a loss function, backward,
+    the DataLoader's `__next__`, `warnings.warn` under `-W error`)."""
+    kept = []
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not (name.startswith(str(Path(__file__).resolve().parents[1])) or name == runpy.__file__
-                or name.endswith("<frozen runpy>")):
-            return tb
+        if not (name.startswith(TVIS_DIR) or name == runpy.__file__ or name.endswith("<frozen runpy>")):
+            kept.append(tb)
         tb = tb.tb_next
-    return None  # it never reached the script's code (a syntax error): python shows no frames
+    shown = None  # no frame of the script ran (a syntax error): python shows none
+    for tb in reversed(kept):
+        shown = types.TracebackType(shown, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+    return shown
+
+
+def _shown_as_python_would(exc: BaseException) -> str:
+    """The traceback python prints for `exc`, its causes and contexts included, without
+    tvis's frames (the script has ended: its exceptions' tracebacks are rewritten)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        chained = pending.pop()
+        if chained is None or id(chained) in seen:
+            continue
+        seen.add(id(chained))
+        chained.__traceback__ = _user_traceback(chained.__traceback__)
+        pending += [chained.__cause__, chained.__context__, *getattr(chained, "exceptions", ())]
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def _display(path: str) -> str:
