@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tvis_tui.record.job_rank import JobRank, job_rank
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.runner import Options, Target, record
 from tvis_tui.store import RunReader
@@ -102,6 +103,21 @@ def test_a_rank_started_by_srun_or_mpirun_records_a_run_named_by_its_rank(tmp_pa
     assert code == 0 and capsys.readouterr().out == "hi\n"
     with RunReader(tmp_path / "runs" / "job-rank1") as run:
         assert (run.meta()["rank"], run.meta()["world_size"]) == (1, 4)
+
+
+@pytest.mark.parametrize("launchers", [
+    # mpirun inside a one-task srun step: srun's "one process" leaves it to Open MPI
+    {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1", "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4"},
+    # empty torchrun variables, a real srun rank
+    {"RANK": "", "WORLD_SIZE": "", "SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4"},
+])
+def test_the_first_launcher_that_names_a_rank_answers(launchers):
+    assert job_rank(launchers) == (JobRank(2, 4), None)
+
+
+def test_a_negative_job_size_is_reported():
+    assert job_rank({"RANK": "0", "WORLD_SIZE": "-3"}) == (
+        None, "RANK='0' WORLD_SIZE='-3' is no rank of the job: the run is named without a rank")
 
 
 def test_a_slurm_batch_script_is_no_rank_of_its_job(run_inprocess, monkeypatch):

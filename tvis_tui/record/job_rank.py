@@ -10,8 +10,10 @@ are asked in this order (the first whose two variables are both set answers):
 - Open MPI's mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE;
 - MPICH and Intel MPI (Hydra): PMI_RANK, PMI_SIZE.
 
-A job of one process is no distributed job. Values that are no rank of the job (`RANK=a`,
-a rank past the size) are reported, and the run is recorded under its plain name.
+The first launcher that names a rank of a job of several processes answers: one that says
+"a job of one process" (`srun -n 1` around `mpirun`) leaves the question to the next.
+Values that name no rank (`RANK=a`, a rank past the size) are reported when no launcher
+answers, and the run is recorded under its plain name.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ class JobRank:
 
 def job_rank(environ: Mapping[str, str] = os.environ) -> tuple[JobRank | None, str | None]:
     """(this process's rank, or None when it is no rank of a job of several processes;
-    a one-line problem with the launcher's variables, or None)."""
+    a one-line problem with the launchers' variables, or None)."""
+    problems = []
     for rank_name, size_name in LAUNCHER_VARIABLES:
         if rank_name not in environ or size_name not in environ:
             continue
@@ -54,10 +57,12 @@ def job_rank(environ: Mapping[str, str] = os.environ) -> tuple[JobRank | None, s
         try:
             rank, size = int(environ[rank_name]), int(environ[size_name])
         except ValueError:
-            return None, f"{text} are not numbers: the run is named without a rank"
-        if size <= 1:
-            return None, None
+            problems.append(f"{text} are not numbers")
+            continue
+        if (rank, size) == (0, 1):
+            continue  # a job of one process (`srun -n 1` around `mpirun`): ask the next launcher
         if not 0 <= rank < size:
-            return None, f"{text} is no rank of the job: the run is named without a rank"
+            problems.append(f"{text} is no rank of the job")
+            continue
         return JobRank(rank, size), None
-    return None, None
+    return None, f"{problems[0]}: the run is named without a rank" if problems else None
