@@ -128,3 +128,159 @@ print(len(model[0]._forward_hooks), len(model[1]._forward_hooks))
     (lin,) = _calls(run, "0")
     out = _out(run, lin).stats
     assert (out.min, out.max) == (np.float32(-0.1), np.float32(0.1))  # inputs * 10: far past
+
+
+def _plain_stdout(tmp_path, source: str) -> str:
+    script = write_script(tmp_path / "plain", source)
+    done = subprocess.run([sys.executable, str(script)], cwd=script.parent, env=tvis_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+COPIES_IN_A_HOOK = """
+import copy, io
+import torch
+from torch import nn
+
+def keep_a_copy(module, args, out):
+    copies.append(copy.deepcopy(module))
+    torch.save(module, io.BytesIO())  # pickles the module, its hooks included
+
+copies = []
+lin = nn.Linear(2, 2)
+lin.register_forward_hook(keep_a_copy)
+lin(torch.ones(1, 2))
+print(copies[0](torch.ones(1, 2)).shape, len(copies))
+"""
+
+
+def test_a_module_copied_or_pickled_in_its_own_hook_copies_nothing_of_tvis(run_inprocess, capsys, tmp_path):
+    code, run = run_inprocess(COPIES_IN_A_HOOK, capture=NO_LINES)
+    assert code == 0 and capsys.readouterr().out == _plain_stdout(tmp_path, COPIES_IN_A_HOOK)
+    assert not run.meta()["warnings"]
+    # The copy's own call (from the script's print) is recorded too, closed by tvis's global hook.
+    modules = [c for c in run.calls(1, run.call_count()) if c.kind == "module"]
+    assert [(c.name, c.error) for c in modules] == [("Linear", None), ("Linear#2", None)]
+
+
+INTERRUPTED_IN_A_HOOK = """
+import copy
+import torch
+from torch import nn
+
+def interrupt_once(module, args, out):
+    calls[0] += 1
+    if calls[0] == 1:
+        raise KeyboardInterrupt
+
+calls = [0]
+lin = nn.Linear(2, 2)
+lin.register_forward_hook(interrupt_once)
+def step():
+    try:
+        lin(torch.ones(1, 2))
+    except KeyboardInterrupt:
+        print("interrupted")
+step()
+step()
+print(copy.deepcopy(lin)(torch.ones(1, 2)).shape)
+"""
+
+
+def test_a_ctrl_c_in_a_hook_breaks_nothing_after_it(run_inprocess, capsys, tmp_path):
+    code, run = run_inprocess(INTERRUPTED_IN_A_HOOK, capture=NO_LINES)
+    assert code == 0 and capsys.readouterr().out == _plain_stdout(tmp_path, INTERRUPTED_IN_A_HOOK)
+    # No hook saw the interrupted call end; the next call and the copy's are closed as usual.
+    assert [c.error for c in _calls(run, "Linear")][1:] == [None, None]
+
+
+CLEARS_ITS_HOOKS = """
+import torch
+from torch import nn
+
+class Once(nn.Linear):
+    def forward(self, x):
+        self._forward_hooks.clear()  # hooks for the first call only
+        return super().forward(x)
+
+torch.manual_seed(0)
+once = Once(2, 2)
+once.register_forward_hook(lambda m, a, out: out * 0)
+print(once(torch.ones(1, 2)).abs().sum().item(), once(torch.ones(1, 2)).abs().sum().item())
+"""
+
+
+def test_a_forward_that_clears_its_hooks_still_has_its_call_closed(run_inprocess, capsys, tmp_path):
+    code, run = run_inprocess(CLEARS_ITS_HOOKS, capture=NO_LINES)
+    assert code == 0 and capsys.readouterr().out == _plain_stdout(tmp_path, CLEARS_ITS_HOOKS)
+    first, second = _calls(run, "Once")
+    assert second.parent == first.parent == 0 and _out(run, first) is not None
+
+
+def test_a_scripted_module_is_recorded_while_the_script_has_global_hooks(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_forward_hook
+
+handle = register_module_forward_hook(lambda m, a, out: None)
+net = nn.Sequential(nn.Linear(2, 2), torch.jit.script(nn.Linear(2, 2)))
+net(torch.ones(1, 2))
+handle.remove()
+""", capture=NO_LINES)
+    assert code == 0 and [w.split(":")[0] for w in run.meta()["warnings"]] == ["Linear is TorchScript (torch.jit)"]
+    assert [c.name for c in run.calls(1, run.call_count()) if c.kind == "module"] == ["Sequential", "0", "1"]
+
+
+def test_threads_calling_one_hooked_module_keep_their_calls_apart(run_inprocess):
+    code, run = run_inprocess("""
+import threading, time
+import torch
+from torch import nn
+
+def slow(module, args, out):
+    time.sleep(0.05)
+    return out + 1
+
+ident = nn.Identity()
+ident.register_forward_hook(slow)
+def inside_except():
+    try:
+        raise KeyError("handled by the script")
+    except KeyError:
+        ident(torch.zeros(1))
+threads = [threading.Thread(target=inside_except), threading.Thread(target=lambda: ident(torch.ones(1)))]
+for t in threads: t.start()
+for t in threads: t.join()
+""", capture=NO_LINES)
+    assert code == 0
+    calls = _calls(run, "Identity")
+    assert len(calls) == 2 and all(c.error is None for c in calls)
+    assert sorted(_out(run, c).stats.max for c in calls) == [1.0, 2.0]
+
+
+def test_threads_racing_through_one_module_under_a_global_hook_close_every_call(run_inprocess, capsys):
+    code, run = run_inprocess("""
+import sys, threading
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_forward_hook
+
+handle = register_module_forward_hook(lambda m, a, out: out + 1)
+fc = nn.Linear(2, 2)
+def work():
+    for _ in range(20):
+        fc(torch.ones(1, 2))
+old = sys.getswitchinterval()
+sys.setswitchinterval(1e-6)  # threads switch inside tvis's bookkeeping
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+sys.setswitchinterval(old)
+handle.remove()
+print(len(fc._forward_hooks))
+""", capture=NO_LINES)
+    assert code == 0 and capsys.readouterr().out == "0\n" and not run.meta()["warnings"]
+    calls = _calls(run, "Linear")
+    assert len(calls) == 60 and {(c.parent, c.error) for c in calls} == {(0, None)}

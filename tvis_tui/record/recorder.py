@@ -145,7 +145,7 @@ class Recorder:
         self.functions = FunctionTracer(self)
         self.steps.next_iteration = self._watch_loop_head
         self.grads = ActivationGrads(self)
-        self._after_own_hooks = AfterOwnHooks(self._module_post_last)
+        self._after_own_hooks = AfterOwnHooks(self._module_post_last, lambda: self.log.stack, self._active)
         self.updates = ParamUpdates(self)
         self.step_limit = step_limit
         self.warnings: list[str] = []
@@ -333,7 +333,6 @@ class Recorder:
         self._guard(self._open_module, module, args, sys._getframe(1))
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
-        self._after_own_hooks.enter(module)
         stack = self.log.stack
         enclosing_root = self._enclosing_root(stack)
         if enclosing_root is None:
@@ -355,6 +354,7 @@ class Recorder:
                              inputs=leaves(args, "args"), root=root, criterion=criterion)
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()
+        self._after_own_hooks.enter(module, call)
 
     def _enclosing_root(self, stack: list[OpenCall]) -> Any:
         """The root module of the innermost module call running, recorded or not."""
@@ -366,30 +366,25 @@ class Recorder:
 
     @_untraced
     def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
+        if not self._active():
+            return
         if self._after_own_hooks.closes(module):
-            # Closed after the module's own hooks, which may replace the output.
+            # Closed after the script's hooks, which may replace the output (own_hooks.py).
             self._after_own_hooks.global_hook_ran(module, failed=len(rest) == 1)
             return
+        ended = time.perf_counter_ns()
         # Registered with kwargs, the hook gets (kwargs, result); torch's always_call path,
         # run while the forward's exception propagates, passes (result) alone.
         if len(rest) == 2:
             (kwargs, result), error = rest, None
         else:
             kwargs, result, error = {}, rest[0], sys.exc_info()[1]
-        self._end_module(module, args, kwargs, result, error)
+        self._guard(self._close_module, module, kwargs, result, error, ended, args)
 
     @_untraced
-    def _module_post_last(self, module: torch.nn.Module, args: tuple, kwargs: dict, result: Any) -> None:
-        """The hook added after a module's own hooks for its call (own_hooks.py)."""
-        try:
-            self._end_module(module, args, kwargs, result, self._after_own_hooks.error(module))
-        finally:
-            self._after_own_hooks.leave(module)
-
-    def _end_module(self, module: torch.nn.Module, args: tuple, kwargs: dict, result: Any,
-                    error: BaseException | None) -> None:
-        if not self._active():
-            return
+    def _module_post_last(self, module: torch.nn.Module, args: tuple, kwargs: dict, result: Any,
+                          error: BaseException | None) -> None:
+        """Close a call after the script's hooks (own_hooks.py)."""
         ended = time.perf_counter_ns()
         self._guard(self._close_module, module, kwargs, result, error, ended, args)
 
