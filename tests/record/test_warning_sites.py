@@ -3,10 +3,13 @@ compiles code that warns."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import warnings
 
 from tvis_tui.record import warning_sites
+
+from .helpers import tvis_cli, tvis_env
 
 
 def _where(warn) -> list[tuple[str, int]]:
@@ -40,6 +43,29 @@ def test_warnings_land_where_they_would_without_tvis():
         undo()
     assert wrapped == plain
     assert all(not file.startswith(warning_sites.RECORDER_DIR) for file, _ in wrapped)
+
+
+HOOK_WARNS_IN_BACKWARD = """
+import torch
+from torch import nn
+lin = nn.Linear(2, 1)
+lin.register_full_backward_hook(lambda m, grad_in, grad_out: None)
+loss = lin(torch.ones(3, 2)).sum()  # no input requires grad: torch warns, naming this line
+loss.backward()
+"""
+
+
+def test_a_warning_from_a_backward_hook_names_the_backward_line_as_under_python(tmp_path):
+    # torch counts frames up from the hook (stacklevel=5); tvis's wrapper of backward() is
+    # among them.
+    (tmp_path / "warns.py").write_text(HOOK_WARNS_IN_BACKWARD)
+    under_python = subprocess.run([sys.executable, "warns.py"], cwd=tmp_path, env=tvis_env(),
+                                  capture_output=True, text=True, timeout=60)
+    proc = tvis_cli("run", "--name", "w", "warns.py", cwd=tmp_path)
+    assert proc.returncode == under_python.returncode == 0
+    warned = under_python.stderr.splitlines()[:2]
+    assert warned[0].startswith(f"{tmp_path / 'warns.py'}:7: UserWarning: Full backward hook is firing")
+    assert proc.stderr.splitlines()[:2] == warned
 
 
 def test_a_module_that_warns_is_still_scripted(run_inprocess):

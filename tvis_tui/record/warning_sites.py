@@ -3,8 +3,9 @@
 torch warns about its caller (`F.mse_loss` warns with `stacklevel=2` that the target's
 shape broadcasts); while tvis wraps `F.mse_loss`, that caller is a recorder frame, and the
 script's own line, the one its author must fix, went unnamed. Python 3.11 has no
-`skip_file_prefixes`, so while recording `warnings.warn` is wrapped: a warning whose
-stacklevel lands on a recorder frame moves out to the first frame past them. A warning
+`skip_file_prefixes`, so while recording `warnings.warn` is wrapped: a warning's
+stacklevel counts no recorder frame, and one that would land on a recorder frame moves out
+to the first frame past them. A warning
 about its own line (stacklevel 1) is left alone. A caller that passes `skip_file_prefixes`
 (3.12+) gets the recorder's folder added to them, which does the same.
 
@@ -59,16 +60,24 @@ def _script_as_builtin(warn: Callable[..., None]) -> None:
 
 
 def _past_recorder(stacklevel: int) -> int:
-    """`stacklevel`, counted from the caller of `warn`, grown past recorder frames (0 and
-    below mean the caller, as for the builtin)."""
+    """`stacklevel`, counted from the caller of `warn` (0 and below mean the caller, as for
+    the builtin), as if recorder frames were not there: grown by the recorder frames
+    between the caller and the frame it names (tvis's wrapper of backward() sits between a
+    backward hook that warns and the script's `loss.backward()` line), and past those
+    where it would land on one."""
     if stacklevel < 2:
         return 1
     frame = sys._getframe(2)  # the caller of warn()
-    for _ in range(stacklevel - 1):
+    level, left = 1, stacklevel - 1
+    while left > 0 or _is_recorder(frame):
         if frame is None:
             return stacklevel
         frame = frame.f_back
-    while frame is not None and frame.f_code.co_filename.startswith(RECORDER_DIR):
-        frame = frame.f_back
-        stacklevel += 1
-    return stacklevel
+        level += 1
+        if frame is not None and not _is_recorder(frame):
+            left -= 1
+    return level
+
+
+def _is_recorder(frame: Any) -> bool:
+    return frame is not None and frame.f_code.co_filename.startswith(RECORDER_DIR)
