@@ -284,3 +284,30 @@ print(len(fc._forward_hooks))
     assert code == 0 and capsys.readouterr().out == "0\n" and not run.meta()["warnings"]
     calls = _calls(run, "Linear")
     assert len(calls) == 60 and {(c.parent, c.error) for c in calls} == {(0, None)}
+
+
+REGISTERS_THEN_RAISES = """
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def forward(self, x):
+        self.register_forward_hook(lambda m, a, out: None)  # runs after tvis's added hook
+        if x.shape[0] > 1:
+            raise ValueError("bad batch")
+        return x
+
+m = M()
+m(torch.ones(1, 2))
+try:
+    m(torch.ones(3, 2))
+except Exception as exc:
+    print("caught", type(exc).__name__, exc)
+print(m(torch.ones(1, 2)).shape)
+"""
+
+
+def test_a_forward_that_adds_a_hook_and_raises_raises_as_under_python(run_inprocess, capsys, tmp_path):
+    code, run = run_inprocess(REGISTERS_THEN_RAISES, capture=NO_LINES)
+    assert code == 0 and capsys.readouterr().out == _plain_stdout(tmp_path, REGISTERS_THEN_RAISES)
+    assert [c.error for c in _calls(run, "M")] == [None, "ValueError: bad batch", None]

@@ -17,8 +17,10 @@ Known limits: a hook the script registers while the call runs (in a pre-hook, in
 `forward`) runs after tvis's, and its replacement is not seen. While the call runs, the
 module's `_forward_hooks` holds tvis's hook too, and so does a `copy.deepcopy(module)`
 made then (the same hook object, which does nothing for any other module); pickling the
-module then stores an inert hook in tvis's place. A script that clears the hooks in
-`forward` takes tvis's off too: the global hook closes the call then.
+module then stores an inert hook in tvis's place (loading it needs tvis installed). A
+script that clears the hooks in `forward` takes tvis's off too: the global hook closes the
+call then. (Older than this module, from tvis's hooks being global: torch never takes its
+no-hooks shortcut, so a hook registered inside `forward` runs for that same call.)
 
 Whether the call failed: torch runs the hooks registered with `always_call` (tvis's) when
 the forward or a hook raises an Exception, with the same arguments; the added hook tells
@@ -26,7 +28,9 @@ that path by the exception being handled, new since the global hook ran (a forwa
 inside the script's own `except` block sees that block's exception at both). A
 BaseException (Ctrl-C) caught by the script runs no hook: the call stays open until the
 user function around it returns (functions.py), and the added hook stays on the module
-until its next call after that.
+until its next call after that. An added hook that is not its module's last when its call
+ends (the script added one during the call) is taken off at the next module call: removed
+then, it would break torch's loop over the hooks of a forward that raised.
 
 Calls are kept per thread: two threads calling one module close their own calls. What is
 added is removed as the module's last open call ends, and at the end of recording.
@@ -57,10 +61,15 @@ class AfterOwnHooks:
         # when tvis's global hook ran (_FAILED: on torch's path for a raising forward)]
         self._calls: dict[tuple[int, int], list[list[Any]]] = {}
         self._lock = threading.RLock()  # threads calling one module share its added hook
+        # Added hooks to take off at the next call: removing one that is not its module's
+        # last hook while torch loops over the hooks (for a forward that raised) breaks the loop.
+        self._retired: list[Any] = []
 
     def enter(self, module: torch.nn.Module, call: OpenCall) -> None:
         """`call` of `module` began: when hooks besides tvis's run after its forward, it is
         closed after them."""
+        if self._retired:
+            self._take_off_retired()
         if (not module._forward_hooks and len(module_module._global_forward_hooks) <= 1
                 and id(module) not in self._added):
             return  # tvis's global hook is the only one
@@ -143,9 +152,18 @@ class AfterOwnHooks:
         if calls > 1:
             self._added[id(module)] = (handle, hook, calls - 1)
         else:
-            handle.remove()
             hook.owner = None  # a copy made meanwhile holds it: inert from now on
             del self._added[id(module)]
+            if next(reversed(module._forward_hooks), None) == handle.id:
+                handle.remove()  # the last: safe even inside torch's loop over them
+            else:  # hooks registered during the call come after it
+                self._retired.append(handle)
+
+    def _take_off_retired(self) -> None:
+        with self._lock:
+            retired, self._retired = self._retired, []
+        for handle in retired:
+            handle.remove()
 
     def remove_all(self) -> None:
         """Recording ends: take every added hook off (calls an exception left open)."""
@@ -155,6 +173,7 @@ class AfterOwnHooks:
                 hook.owner = None
             self._added.clear()
             self._calls.clear()
+        self._take_off_retired()
 
 
 _FAILED = object()
