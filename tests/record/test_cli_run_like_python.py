@@ -142,6 +142,55 @@ def test_a_warning_made_an_error_reads_as_under_python(tmp_path):
     assert last == "tvis: warn.py:2: UserWarning: careful (run saved to runs/w)"
 
 
+def test_an_uncaught_ctrl_c_prints_its_traceback_as_under_python(tmp_path):
+    (tmp_path / "stop.py").write_text("def train():\n    raise KeyboardInterrupt\ntrain()\n")
+    under_python = python("stop.py", cwd=tmp_path)
+    proc = tvis_cli("run", "--out", "runs", "--name", "s", "stop.py", cwd=tmp_path)
+    assert proc.returncode == under_python.returncode == -2  # killed by SIGINT, as python
+    *shown, last = proc.stderr.splitlines()
+    assert "\n".join(shown) + "\n" == under_python.stderr and shown[-1] == "KeyboardInterrupt"
+    assert last == "tvis: recorded 0 steps (stopped); run saved to runs/s"
+
+
+def test_the_scripts_own_excepthook_shows_its_crash(tmp_path):
+    (tmp_path / "hooked.py").write_text(
+        "import sys\n"
+        "sys.excepthook = lambda kind, exc, tb: print('crashed:', kind.__name__, exc, file=sys.stderr)\n"
+        "raise ValueError('no data')\n")
+    under_python = python("hooked.py", cwd=tmp_path)
+    proc = tvis_cli("run", "--out", "runs", "--name", "h", "hooked.py", cwd=tmp_path)
+    assert proc.returncode == under_python.returncode == 1
+    assert under_python.stderr == "crashed: ValueError no data\n"
+    assert proc.stderr.splitlines()[0] == "crashed: ValueError no data"
+
+
+def test_runpy_frames_of_the_scripts_own_are_shown(tmp_path):
+    (tmp_path / "inner.py").write_text("raise RuntimeError('inside')\n")
+    (tmp_path / "outer.py").write_text("import runpy\nrunpy.run_module('inner', run_name='__main__')\n")
+    under_python = python("outer.py", cwd=tmp_path)
+    proc = tvis_cli("run", "--out", "runs", "--name", "o", "outer.py", cwd=tmp_path)
+    assert proc.returncode == under_python.returncode == 1
+    assert "runpy" in under_python.stderr
+    assert "\n".join(proc.stderr.splitlines()[:-1]) + "\n" == under_python.stderr
+
+
+PAST_THE_TOP = """import warnings
+warnings.warn("top", stacklevel=2)
+def check():
+    warnings.warn("deep", stacklevel=3)
+check()
+"""
+
+
+@pytest.mark.parametrize("launch", [tvis_cli, tvis_command])
+def test_a_warning_past_the_scripts_top_frame_names_no_tvis_file(tmp_path, launch):
+    (tmp_path / "top.py").write_text(PAST_THE_TOP)
+    under_python = python("top.py", cwd=tmp_path)
+    assert under_python.stderr == "sys:1: UserWarning: top\nsys:1: UserWarning: deep\n"
+    proc = launch("run", "--out", "runs", "top.py", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr.startswith(under_python.stderr)
+
+
 def test_warnings_about_the_calling_line_name_the_script_as_under_python(tmp_path):
     # F.mse_loss warns about its caller (stacklevel=2): under tvis its caller is a wrapper.
     (tmp_path / "warn.py").write_text(

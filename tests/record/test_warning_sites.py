@@ -42,7 +42,7 @@ def test_warnings_land_where_they_would_without_tvis():
     finally:
         undo()
     assert wrapped == plain
-    assert all(not file.startswith(warning_sites.RECORDER_DIR) for file, _ in wrapped)
+    assert all(not file.startswith(warning_sites.TVIS_DIR) for file, _ in wrapped)
 
 
 HOOK_WARNS_IN_BACKWARD = """

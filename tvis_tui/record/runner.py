@@ -164,6 +164,7 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
         recorder.abandon(exc)
         _exited(exc, outcome, recorder)
     except KeyboardInterrupt as exc:
+        _show_uncaught(exc)  # python prints it, then dies of SIGINT (cli.py)
         recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
     except BaseException as exc:  # an exception deriving from BaseException crashes python too
@@ -195,9 +196,8 @@ def _run_main(script: str) -> None:
 
 
 def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
-    text = _shown_as_python_would(exc)
+    text = _show_uncaught(exc)
     tb = exc.__traceback__
-    sys.stderr.write(text)
     site = recorder.sites.user_location(tb)
     if site is None and isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
         # The script did not compile: no frame of it ran, and the message holds the place.
@@ -253,23 +253,38 @@ def _text(exc: BaseException) -> str:
         return "<exception str() failed>"
 
 
-TVIS_DIR = str(Path(__file__).resolve().parents[1])
+TVIS_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
 def _user_traceback(tb: Any) -> Any:
-    """`tb` less the frames of tvis and runpy, as `python script.py` shows it: those above
-    the script, and tvis's wrappers between the script and torch (a loss function, backward,
-    the DataLoader's `__next__`, `warnings.warn` under `-W error`)."""
+    """`tb` less tvis's frames, as `python script.py` shows it: the runpy and tvis frames
+    above the script, and tvis's wrappers between the script and torch (a loss function,
+    backward, the DataLoader's `__next__`, `warnings.warn` under `-W error`)."""
     kept = []
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not (name.startswith(TVIS_DIR) or name == runpy.__file__ or name.endswith("<frozen runpy>")):
+        above_script = not kept and (name == runpy.__file__ or name.endswith("<frozen runpy>"))
+        if not (name.startswith(TVIS_DIR) or above_script):
             kept.append(tb)
         tb = tb.tb_next
     shown = None  # no frame of the script ran (a syntax error): python shows none
     for tb in reversed(kept):
         shown = types.TracebackType(shown, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
     return shown
+
+
+def _show_uncaught(exc: BaseException) -> str:
+    """Print `exc` as python prints an uncaught exception (through the script's own
+    `sys.excepthook` if it set one); returns the traceback text."""
+    text = _shown_as_python_would(exc)
+    if sys.excepthook is sys.__excepthook__:
+        sys.stderr.write(text)
+        return text
+    try:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    except Exception:  # python says the hook failed, then prints the exception itself
+        sys.stderr.write(f"Error in sys.excepthook:\n{text}")
+    return text
 
 
 def _shown_as_python_would(exc: BaseException) -> str:

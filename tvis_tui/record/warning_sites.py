@@ -16,11 +16,12 @@ the wrapper is registered as that op too, or scripting a module that warns would
 from __future__ import annotations
 
 import os
+import runpy
 import sys
 import warnings
 from typing import Any, Callable
 
-RECORDER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+TVIS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 _WRAPPERS: list[Callable[..., None]] = []
 """Every wrapper made, kept alive: TorchScript's table of builtins is keyed by id(), and a
@@ -34,7 +35,7 @@ def install() -> Callable[[], None]:
     def warn(message: Any, category: Any = None, stacklevel: int = 1, source: Any = None,
              **kwargs: Any) -> None:
         if "skip_file_prefixes" in kwargs:
-            kwargs["skip_file_prefixes"] = (*kwargs["skip_file_prefixes"], RECORDER_DIR)
+            kwargs["skip_file_prefixes"] = (*kwargs["skip_file_prefixes"], TVIS_DIR)
             original(message, category, max(stacklevel, 1) + 1, source, **kwargs)
         else:
             original(message, category, _past_recorder(stacklevel) + 1, source, **kwargs)
@@ -61,23 +62,42 @@ def _script_as_builtin(warn: Callable[..., None]) -> None:
 
 def _past_recorder(stacklevel: int) -> int:
     """`stacklevel`, counted from the caller of `warn` (0 and below mean the caller, as for
-    the builtin), as if recorder frames were not there: grown by the recorder frames
-    between the caller and the frame it names (tvis's wrapper of backward() sits between a
-    backward hook that warns and the script's `loss.backward()` line), and past those
-    where it would land on one."""
+    the builtin), as if tvis's frames were not there: grown by tvis's frames between the
+    caller and the frame it names (tvis's wrapper of backward() sits between a backward
+    hook that warns and the script's `loss.backward()` line), and past those where it would
+    land on one. A level past the script's top frame goes past every frame, as it would
+    without tvis (python then names `sys:1`), not to tvis's frames that run the script."""
     if stacklevel < 2:
         return 1
     frame = sys._getframe(2)  # the caller of warn()
     level, left = 1, stacklevel - 1
-    while left > 0 or _is_recorder(frame):
-        if frame is None:
-            return stacklevel
-        frame = frame.f_back
+    while left > 0 or _is_tvis(frame):
+        frame = frame.f_back if frame is not None else None
         level += 1
-        if frame is not None and not _is_recorder(frame):
+        if frame is None or _is_tvis(frame) and _nothing_but_tvis_above(frame):
+            return PAST_THE_TOP
+        if not _is_tvis(frame):
             left -= 1
     return level
 
 
-def _is_recorder(frame: Any) -> bool:
-    return frame is not None and frame.f_code.co_filename.startswith(RECORDER_DIR)
+PAST_THE_TOP = 1 << 20
+"""A stacklevel past any stack: `warnings.warn` then names `sys:1`."""
+
+
+def _is_tvis(frame: Any) -> bool:
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    return name.startswith(TVIS_DIR) or name == runpy.__file__ or name.endswith("<frozen runpy>")
+
+
+def _nothing_but_tvis_above(frame: Any) -> bool:
+    """Whether `frame` (tvis's) and every frame above it are those that run the script,
+    above its top frame: tvis's, runpy's (`python -m tvis_tui.cli`) and the process's
+    first, the `tvis` console script's."""
+    while frame.f_back is not None:
+        if not _is_tvis(frame):
+            return False
+        frame = frame.f_back
+    return True
