@@ -575,3 +575,26 @@ net.heads["cls"](net(x)).sum().backward()
     assert calls == [("forward", 0, "Net"), ("forward", 1, "block"), ("forward", 2, "block.0"),
                      ("forward", 2, "block.1"), ("forward", 0, "heads.cls"),
                      ("backward", 1, "block"), ("backward", 2, "block.0"), ("backward", 2, "block.1")]
+
+
+def test_a_call_open_when_the_step_limit_stops_the_script_is_unfinished_not_failed(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+class Trainer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(2, 1)
+
+    def forward(self, steps):
+        opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        for step in range(steps):
+            self.net(torch.ones(3, 2)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        return torch.zeros(1)
+
+Trainer()(5)
+""", steps=2)
+    assert code == 0
+    (trainer,) = [c for c in run.calls(1, run.call_count()) if c.name == "Trainer"]
+    assert trainer.error is None and trainer.extra.get("unfinished") is True
+    assert run.meta()["steps_recorded"] == 2

@@ -218,11 +218,13 @@ class CallLog:
             return self._thread.stack[-1].record.seq
         return self.failing_seq if exc is self._failing_exc else None
 
-    def abandon(self, error: BaseException) -> None:
-        """Close the calls an exception left open on this thread, innermost first."""
+    def abandon(self, error: BaseException | None) -> None:
+        """Close the calls an exception left open on this thread, innermost first; None:
+        recording stopped at the step limit, and they are unfinished, not failed."""
         ended = time.perf_counter_ns()
+        extra = {"unfinished": True} if error is None else None
         while self._thread.stack:
-            self.close(self._thread.stack[-1], ended, error=error)
+            self.close(self._thread.stack[-1], ended, error=error, extra=extra)
 
     def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> None:
         slots, _ = self.slots.make(seq, role, self.memory.watch(pairs, None), start)

@@ -257,8 +257,9 @@ class Recorder:
         self.log.close(call, ended, error=error)
 
     def abandon(self, error: BaseException) -> None:
-        """Close the calls that `error` left open (they end with it as their error)."""
-        self._guard(self.log.abandon, error)
+        """Close the calls that `error` left open (they end with it as their error; at the
+        step limit, tvis's own StopRecording, they are unfinished)."""
+        self._guard(self.log.abandon, None if isinstance(error, StopRecording) else error)
 
     # -- guard ---------------------------------------------------------------------------
 
