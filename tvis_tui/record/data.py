@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 import torch.nn.functional as F
 import torch.utils.data.dataloader as dataloader_module
+from torch._utils import ExceptionWrapper
 from torch.utils.data._utils import fetch as fetch_module
 
 from tvis_tui.record import decoding, workers
 from tvis_tui.record.describe import Budget
 from tvis_tui.record.samples import DETAILED_SAMPLES, BatchCapture, current, observed_fetch
 from tvis_tui.record.tokenizers import TokenizerWatch, vocab_size, weak_ref
+from tvis_tui.record.tvis_frames import without_tvis_frames
 from tvis_tui.store import samples as store
 
 if TYPE_CHECKING:
@@ -99,6 +101,8 @@ class DataCapture:
         return workers.Carrier(batch, {"batch": capture.batch_record(), "samples": capture.samples})
 
     def _process_data(self, original: Callable[..., Any], iterator: Any, data: Any, worker: int) -> Any:
+        if isinstance(data, ExceptionWrapper):  # re-raised by torch with the worker's traceback
+            data.exc_msg = without_tvis_frames(data.exc_msg)
         if not isinstance(data, workers.Carrier):
             return original(iterator, data, worker)
         result = original(iterator, data.batch, worker)

@@ -28,6 +28,7 @@ from tvis_tui.record.calls import first_line
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
+from tvis_tui.record.tvis_frames import TVIS_DIR
 from tvis_tui.store.records import Site
 from tvis_tui.store.runs import claim_run_path
 from tvis_tui.store.writer import RunWriter
@@ -251,9 +252,6 @@ def _text(exc: BaseException) -> str:
         return str(exc)
     except Exception:
         return "<exception str() failed>"
-
-
-TVIS_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
 def _user_traceback(tb: Any) -> Any:

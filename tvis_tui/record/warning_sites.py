@@ -15,13 +15,13 @@ the wrapper is registered as that op too, or scripting a module that warns would
 
 from __future__ import annotations
 
-import os
 import runpy
 import sys
 import warnings
 from typing import Any, Callable
 
-TVIS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+from tvis_tui.record.tvis_frames import TVIS_DIR
+
 
 _WRAPPERS: list[Callable[..., None]] = []
 """Every wrapper made, kept alive: TorchScript's table of builtins is keyed by id(), and a

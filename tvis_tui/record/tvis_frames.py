@@ -1,0 +1,33 @@
+"""tvis's own code in a stack or a traceback, which a script's user should never see.
+
+tvis wraps functions the script calls (loss functions, backward(), the DataLoader) and
+runs the script from its own frames; what tvis shows of a crash or a warning leaves those
+frames out, as `python script.py` would have none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+TVIS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""The folder of the tvis_tui package: a file under it is tvis's."""
+
+_ENTRY = re.compile(r'^  File "(?P<file>[^"]*)", line \d+, in ')
+
+
+def without_tvis_frames(text: str) -> str:
+    """A formatted traceback (`traceback.format_exception`'s text, as a DataLoader worker
+    sends its error to the main process) less the entries of tvis's files: each entry's
+    `File` line and the source and caret lines indented under it."""
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        entry = _ENTRY.match(line)
+        if entry is not None:
+            skipping = entry["file"].startswith(TVIS_DIR)
+        elif not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
