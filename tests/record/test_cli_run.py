@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
-from .helpers import EXAMPLES, tvis_cli, tvis_popen, write_script
+from .helpers import EXAMPLES, tvis_cli, tvis_env, tvis_popen, write_script
 from tvis_tui.store import RunReader
 from tvis_tui.store.runs import run_status
 
@@ -140,9 +141,15 @@ def test_a_dataloader_workers_exception_is_summarized_by_its_cause(tmp_path):
         for batch in DataLoader(Data(), batch_size=4, num_workers=2):
             pass
     """, "workers.py")
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=tvis_env(),
+                           capture_output=True, text=True, timeout=60)
     proc = tvis_cli("run", "--out", "runs", "--name", "w", str(script), cwd=tmp_path)
-    assert proc.returncode == 1
-    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == plain.returncode == 1
+    *shown, last = proc.stderr.strip().splitlines()
+    # The worker's traceback, as torch sends it to the main process, has no tvis frame.
+    assert "tvis_tui" not in "\n".join(shown)
+    worker_traceback = "\n".join(shown).split("Original Traceback")[1].strip()
+    assert worker_traceback == plain.stderr.split("Original Traceback")[1].strip()
     assert re.fullmatch(r"tvis: workers.py:\d+: ValueError: corrupt sample 13 "
                         r"\(in DataLoader worker process \d\) \(run saved to runs/w\)", last), last
 

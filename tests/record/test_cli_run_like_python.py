@@ -191,34 +191,6 @@ def test_a_warning_past_the_scripts_top_frame_names_no_tvis_file(tmp_path, launc
     assert proc.returncode == 0 and proc.stderr.startswith(under_python.stderr)
 
 
-WORKER_FAILS = """import torch
-from torch.utils.data import DataLoader, Dataset
-class Items(Dataset):
-    def __len__(self):
-        return 8
-    def __getitem__(self, i):
-        if i == 5:
-            raise IndexError(f"bad item {i}")
-        return torch.ones(2) * i
-if __name__ == "__main__":
-    for batch in DataLoader(Items(), batch_size=2, num_workers=2):
-        pass
-"""
-
-
-def test_a_dataloader_workers_traceback_has_no_tvis_frames(tmp_path):
-    (tmp_path / "workers.py").write_text(WORKER_FAILS)
-    under_python = python("workers.py", cwd=tmp_path)
-    proc = tvis_cli("run", "--out", "runs", "--name", "w", "workers.py", cwd=tmp_path)
-    assert proc.returncode == under_python.returncode == 1
-    *shown, last = proc.stderr.splitlines()
-    assert "tvis_tui" not in "\n".join(shown)
-    # The worker's own traceback, as torch sends it to the main process, reads as under python.
-    original = under_python.stderr.split("Original Traceback")[1]
-    assert "\n".join(shown).split("Original Traceback")[1] + "\n" == original
-    assert last == "tvis: workers.py:11: IndexError: bad item 5 (in DataLoader worker process 0) (run saved to runs/w)"
-
-
 def test_warnings_about_the_calling_line_name_the_script_as_under_python(tmp_path):
     # F.mse_loss warns about its caller (stacklevel=2): under tvis its caller is a wrapper.
     (tmp_path / "warn.py").write_text(
