@@ -570,3 +570,14 @@ async def test_the_step_view_says_when_a_step_made_no_update(tmp_path):
     async with opened(tmp_path / "run", 2) as pilot:
         await press(pilot, "p")
         assert "step 1  loss 59.87  no update: GradScaler: inf/NaN gradients" in screen_text(pilot.app)
+
+
+async def test_a_folder_read_that_returns_after_the_list_is_gone_is_dropped(runs_dir):
+    """ctrl+r reads the folder on a thread; the list may be gone when it returns (the app
+    closing: CI once failed on it)."""
+    from textual.widgets import DataTable
+
+    async with opened(runs_dir) as pilot:
+        picker = pilot.app.screen
+        await picker.query_one(DataTable).remove()
+        picker._reloaded([])  # no NoMatches: the read is dropped

@@ -69,7 +69,9 @@ class RunPickerScreen(Screen):
         self.app.call_from_thread(self._reloaded, runs)
 
     def _reloaded(self, runs: list[RunSummary]) -> None:
-        table = self.query_one(DataTable)
+        table = next(iter(self.query(DataTable)), None)
+        if table is None:  # the list was left before the folder was read (a run opened)
+            return
         row = table.cursor_row
         selected = self.runs[row].path if 0 <= row < len(self.runs) else None
         self.runs = runs
