@@ -28,7 +28,7 @@ from tvis_tui.record.calls import first_line
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
-from tvis_tui.record.tvis_frames import TVIS_DIR
+from tvis_tui.record.tvis_frames import is_runpy_file, is_tvis_file
 from tvis_tui.store.records import Site
 from tvis_tui.store.runs import claim_run_path
 from tvis_tui.store.writer import RunWriter
@@ -261,8 +261,7 @@ def _user_traceback(tb: Any) -> Any:
     kept = []
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        above_script = not kept and (name == runpy.__file__ or name.endswith("<frozen runpy>"))
-        if not (name.startswith(TVIS_DIR) or above_script):
+        if not (is_tvis_file(name) or not kept and is_runpy_file(name)):  # runpy: above the script
             kept.append(tb)
         tb = tb.tb_next
     shown = None  # no frame of the script ran (a syntax error): python shows none

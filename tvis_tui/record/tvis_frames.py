@@ -9,9 +9,20 @@ from __future__ import annotations
 
 import os
 import re
+import runpy
 
 TVIS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 """The folder of the tvis_tui package: a file under it is tvis's."""
+
+def is_tvis_file(name: str) -> bool:
+    """Whether a code object's file name is tvis's."""
+    return name.startswith(TVIS_DIR)
+
+
+def is_runpy_file(name: str) -> bool:
+    """Whether a code object's file name is runpy's (`python -m` runs through it)."""
+    return name == runpy.__file__ or name.endswith("<frozen runpy>")
+
 
 _ENTRY = re.compile(r'^  File "(?P<file>[^"]*)", line \d+, in ')
 
@@ -25,7 +36,7 @@ def without_tvis_frames(text: str) -> str:
     for line in text.splitlines(keepends=True):
         entry = _ENTRY.match(line)
         if entry is not None:
-            skipping = entry["file"].startswith(TVIS_DIR)
+            skipping = is_tvis_file(entry["file"])
         elif not line.startswith("    "):
             skipping = False
         if not skipping:

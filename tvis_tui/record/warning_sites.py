@@ -15,12 +15,11 @@ the wrapper is registered as that op too, or scripting a module that warns would
 
 from __future__ import annotations
 
-import runpy
 import sys
 import warnings
 from typing import Any, Callable
 
-from tvis_tui.record.tvis_frames import TVIS_DIR
+from tvis_tui.record.tvis_frames import TVIS_DIR, is_runpy_file, is_tvis_file
 
 
 _WRAPPERS: list[Callable[..., None]] = []
@@ -72,7 +71,7 @@ def _past_recorder(stacklevel: int) -> int:
     frame = sys._getframe(2)  # the caller of warn()
     level, left = 1, stacklevel - 1
     while left > 0 or _is_tvis(frame):
-        frame = frame.f_back if frame is not None else None
+        frame = frame.f_back
         level += 1
         if frame is None or _is_tvis(frame) and _nothing_but_tvis_above(frame):
             return PAST_THE_TOP
@@ -86,10 +85,8 @@ PAST_THE_TOP = 1 << 20
 
 
 def _is_tvis(frame: Any) -> bool:
-    if frame is None:
-        return False
-    name = frame.f_code.co_filename
-    return name.startswith(TVIS_DIR) or name == runpy.__file__ or name.endswith("<frozen runpy>")
+    return frame is not None and (is_tvis_file(frame.f_code.co_filename)
+                                  or is_runpy_file(frame.f_code.co_filename))
 
 
 def _nothing_but_tvis_above(frame: Any) -> bool:
