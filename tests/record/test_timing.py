@@ -351,3 +351,31 @@ torch.autograd.backward([first(torch.randn(2, 4)).sum(), second(torch.randn(2, 4
     assert 60 <= took[("b", "backward")] < 75 and took[("b", "forward")] < 10
     assert 60 <= took[("Net", "forward")] < 75
     assert 30 <= took[("Slow", "forward")] < 45 and 50 <= took[("Slow#2", "forward")] < 65
+
+
+def test_backward_times_under_a_non_reentrant_checkpoint(run_inprocess):
+    """Saved-tensor hooks stop tvis reading what the graph saved, not timing its nodes: the
+    checkpointed call's backward time includes its recomputation (its forward, again)."""
+    code, run = run_inprocess(SLEEPY + """
+class Recomputed(Slow):
+    def forward(self, x):
+        time.sleep(0.03)
+        return super().forward(x)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = Slow(0.02), Recomputed(0.04), Slow(0.01)
+
+    def forward(self, x):
+        return self.c(checkpoint(self.b, self.a(x), use_reentrant=False))
+
+Net()(torch.randn(2, 4)).sum().backward()
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    calls = [c for c in run.calls(1, run.call_count()) if c.kind == "module"]
+    took = {(c.name, c.phase): c.extra.get("backward_ns", 0) / MS for c in calls}
+    assert 20 <= took[("a", "forward")] < 35 and 10 <= took[("c", "forward")] < 25
+    assert 70 <= took[("b", "forward")] < 90
+    assert 100 <= took[("Net", "forward")] < 125
+    assert any("saved-tensor hooks" in w for w in run.meta()["warnings"])

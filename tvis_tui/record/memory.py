@@ -41,10 +41,9 @@ NONE_METHOD = "not measured"
 UNWALKED_METHOD = (LIVE_METHOD.removesuffix("outputs kept for backward")
                    + "not what autograd saved (saved-tensor hooks were in use)")
 SAVED_HOOKS_SEEN = ("saved-tensor hooks are in use (non-reentrant checkpointing, offloading): "
-                    "from now on what autograd saves is not in the memory figure, and module "
-                    "calls have no backward time")
-"""Why the graph is no longer walked: reading what a node saved would run the script's
-unpack hook (a recomputation)."""
+                    "from now on what autograd saves is not in the memory figure")
+"""Why what the graph saved is no longer read: reading it would run the script's unpack hook
+(a recomputation). The graph's nodes are still hooked: that reads nothing saved."""
 
 
 class _PeakRss:
@@ -87,7 +86,7 @@ class PeakMemory:
         self.live = LiveTensors()
         self._rss = None if self._cuda else _PeakRss.start()
         self.method = CUDA_METHOD if self._cuda else LIVE_METHOD
-        self._walk_graph = True  # off for good once saved-tensor hooks were seen (saved.py)
+        self._read_saved = True  # off for good once saved-tensor hooks were seen (saved.py)
         # Runs tvis code from backward's node hooks as the recorder's hooks run (Recorder
         # sets its _guard: counted as overhead, tracing paused, errors contained).
         self.guard: Callable[..., Any] = lambda body, *args: body(*args)
@@ -98,8 +97,8 @@ class PeakMemory:
         self._followed: list[bool] = []  # per backward() running: whether its graph is followed
 
     def follows_nodes(self) -> bool:
-        """Whether backward's nodes are hooked (on the CPU, without saved-tensor hooks)."""
-        return not self._cuda and self._walk_graph
+        """Whether backward's nodes are hooked (on the CPU)."""
+        return not self._cuda
 
     # -- what the recorder sees ----------------------------------------------------------
 
@@ -110,14 +109,12 @@ class PeakMemory:
         if self._cuda or torch.cuda.is_initialized():  # the script moved to CUDA
             self._cuda = True
             return pairs
-        if self._walk_graph and hooks_active():
-            self._walk_graph = False
+        if self._read_saved and hooks_active():
+            self._read_saved = False
             self.method = UNWALKED_METHOD
             self.warn(SAVED_HOOKS_SEEN)
-        if backward and self._walk_graph:
-            return self._watch_backward(pairs)
         if backward:
-            self._followed.append(False)
+            return self._watch_backward(pairs)
         return self.live.watch(pairs, phase, activation)
 
     def _watch_backward(self, pairs: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
@@ -130,7 +127,7 @@ class PeakMemory:
                 self._backward = BackwardMemory(self.live, self.guard)
             if self.node_times is not None:
                 self._backward.node_listener = self.node_times.node_ran
-            self._backward.begin(roots, nested)
+            self._backward.begin(roots, nested, read_saved=self._read_saved)
             if self.node_times is not None:
                 self.node_times.begin(time.perf_counter_ns(), nested)
         return iter(seen)

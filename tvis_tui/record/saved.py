@@ -9,7 +9,8 @@ on each node then follows backward itself (`BackwardMemory`).
 
 Reading a `_saved_*` attribute unpacks it. With saved-tensor hooks in force (non-reentrant
 checkpointing, offloading) unpacking would run the unpack hook (a recomputation), so the
-recorder stops walking for good once it has seen such hooks active (`hooks_active`).
+recorder stops reading them for good once it has seen such hooks active (`hooks_active`);
+it still hooks the nodes (backward times, gradients in flight): that unpacks nothing.
 Python-defined Functions (their ctx) are not read.
 """
 
@@ -152,9 +153,10 @@ class BackwardMemory:
             self._counted[key] = size
             self._bytes += size
 
-    def begin(self, roots: list[Any], nested: bool = False) -> None:
+    def begin(self, roots: list[Any], nested: bool = False, read_saved: bool = True) -> None:
         """backward() starts from the nodes `roots`; `nested`: inside another one (a
-        reentrant checkpoint's, in a node of the outer one), whose graph stays followed."""
+        reentrant checkpoint's, in a node of the outer one), whose graph stays followed;
+        `read_saved` False: what the nodes saved is not read (saved-tensor hooks)."""
         if not nested:
             self.end()
         # Held until backward() returns: ids identify nodes only while their Python
@@ -169,7 +171,7 @@ class BackwardMemory:
                     # script's post-accumulate hooks) is no module's backward time.
                     self._handles.append(node.register_hook(self._after_accumulate))
                 continue
-            saved = _node_saved(node)
+            saved = _node_saved(node) if read_saved else {}
             self._node_keys[id(node)] = list(saved)
             for key, size in saved.items():
                 self._users[key] = self._users.get(key, 0) + 1
