@@ -4,6 +4,7 @@ decoded predictions, read back through the store's sample API."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tvis_tui.store import samples as S
 
@@ -371,3 +372,35 @@ def test_flattened_class_logits_keep_their_first_dimension():
     for logits, rows, leading in [(per_token, 10, 2), (per_pixel, 32, 2), (torch.zeros(6, 3), 6, 6)]:
         record = decoding.predictions(logits, None, None, None, None, -100, copies)
         assert (record["rows"], record["leading"]) == (rows, leading)
+
+
+@pytest.mark.parametrize("told, logits", [
+    ("stoi = {c: i for i, c in enumerate(chars)}", 8),  # the size only in a table it keeps
+    ("vocab_size = 300", 320),  # the model pads the vocabulary to a multiple of 64
+])
+def test_token_predictions_for_tokenizers_that_tell_their_size_their_own_way(run_inprocess, told, logits):
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class CharTok:
+    chars = "abcdefgh"
+    {told}
+    def encode(self, text):
+        return [self.chars.index(c) for c in text]
+    def decode(self, ids):
+        return "".join(self.chars[i % 8] for i in ids)
+
+tok = CharTok()
+model = nn.Sequential(nn.Embedding(8, 16), nn.Linear(16, {logits}))
+x = torch.tensor([tok.encode("abcd"), tok.encode("bcde")])
+y = torch.tensor([tok.encode("bcde"), tok.encode("cdef")])
+loss = nn.functional.cross_entropy(model(x).view(-1, {logits}), y.view(-1))
+loss.backward()
+torch.optim.SGD(model.parameters(), lr=0.1).step()
+""")
+    assert code == 0
+    pred = S.all_predictions(run)[0]
+    assert pred["kind"] == "tokens" and pred["tokenizer"] == "CharTok"
+    assert [row["target"] for row in pred["samples"]] == ["bcde", "cdef"]

@@ -7,7 +7,8 @@ never written. The vocabulary comes from what the script itself has: class names
 dataset (`classes`, `class_to_idx`, `id2label`, also on a dataset it wraps), the model's
 `config.id2label`, or a variable of the script (`classes`, `class_names`, `id2label`,
 ...); a tokenizer from the script's variables or the one it used last. When the tokenizer's
-vocabulary matches the number of logits, predictions are decoded as text, else as classes.
+vocabulary matches the number of logits (or they are it padded to a round size), predictions
+are decoded as text, else as classes.
 Text is decoded by a private copy of the tokenizer (`TokenizerCopies`): the script's own
 one may keep state that a call changes (a cache, a counter the script prints).
 """
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 
-from tvis_tui.record.tokenizers import looks_like_tokenizer, vocab_size
+from tvis_tui.record.tokenizers import fits_logits, looks_like_tokenizer, vocab_size
 
 TOP_K = 5
 MAX_SAMPLES = 64
@@ -147,8 +148,7 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         if x.dim() > 2:  # (N, C, d1, ...) -> (N, d1, ..., C)
             x = x.movedim(1, -1)
         t = target.detach() if isinstance(target, torch.Tensor) else None
-        vocab = vocab_size(tokenizer) if tokenizer is not None else None
-        if tokenizer is not None and vocab == x.shape[-1]:
+        if tokenizer is not None and fits_logits(tokenizer, x.shape[-1]):
             decoder = copies.of(tokenizer)
             return _as_text(_unflattened(logits, x), t, tokenizer, decoder, batch_size, ignore_index)
         record = _as_classes(x.reshape(-1, x.shape[-1]), t, names, ignore_index)

@@ -155,15 +155,45 @@ def token_ids(value: Any) -> dict[str, Any]:
     return {"ids": None, "n_ids": 0}
 
 
-def vocab_size(tok: Any) -> int | None:
+VOCAB_TABLES = ("vocab", "stoi", "itos", "char_to_idx", "idx_to_char", "token_to_id", "id_to_token",
+                "encoder", "decoder")
+"""Attributes a hand-written tokenizer keeps its vocabulary in, asked when it tells no size."""
+
+PADDED_TO = (8, 64, 128)
+"""Models round a large vocabulary (PADDED_FROM ids or more) up to a multiple of these for
+speed (nanoGPT: 50257 -> 50304): such logits are still over the tokenizer's ids."""
+PADDED_FROM = 256
+
+
+def vocab_sizes(tok: Any) -> set[int]:
+    """The sizes the tokenizer tells: `vocab_size`/`n_vocab` (HF's leaves added tokens out),
+    its length (HF's counts them), else the length of a vocabulary table it keeps."""
+    sizes = set()
     for attr in ("vocab_size", "n_vocab"):
         value = getattr(tok, attr, None)
         if isinstance(value, int):
-            return value
+            sizes.add(value)
     try:
-        return len(tok)
-    except TypeError:
-        return None
+        sizes.add(len(tok))
+    except Exception:  # no __len__, or one that fails
+        pass
+    if not sizes:  # HF builds `vocab` anew on each read: only asked where nothing else tells
+        for attr in VOCAB_TABLES:
+            table = getattr(tok, attr, None)
+            if isinstance(table, (list, tuple, dict, str)):
+                sizes.add(len(table))
+    return {n for n in sizes if n > 0}
+
+
+def vocab_size(tok: Any) -> int | None:
+    """The largest size the tokenizer tells: every id below it may be decoded."""
+    return max(vocab_sizes(tok), default=None)
+
+
+def fits_logits(tok: Any, classes: int) -> bool:
+    """Whether `classes` logits are scores over this tokenizer's ids."""
+    return any(classes == n or (PADDED_FROM <= n < classes and any(classes == -(-n // m) * m for m in PADDED_TO))
+               for n in vocab_sizes(tok))
 
 
 def weak_ref(tok: Any) -> weakref.ref | None:
