@@ -53,14 +53,16 @@ class Images(Dataset):
 def collate(items):
     return torch.stack([a for a, _, _ in items]), torch.tensor([b for _, b, _ in items])
 
-workers = int(sys.argv[1])
-loader = DataLoader(Images(), batch_size=4, shuffle=True, collate_fn=collate, num_workers=workers)
-model = nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for x, y in loader:
-    loss = nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad(); loss.backward(); opt.step()
-    print(loss.item())
+if __name__ == "__main__":  # a spawned worker imports this file
+    workers, context = int(sys.argv[1]), (sys.argv[2:] or [None])[0]
+    loader = DataLoader(Images(), batch_size=4, shuffle=True, collate_fn=collate, num_workers=workers,
+                        multiprocessing_context=context)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(192, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        print(loss.item())
 """
 
 
@@ -97,8 +99,10 @@ def test_samples_stages_tokens_predictions_in_process(run_inprocess):
     _check(run)
 
 
-def test_worker_samples_are_as_complete(run_inprocess):
-    code, run = run_inprocess(SCRIPT, "2")
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_worker_samples_are_as_complete(run_inprocess, context):
+    """Spawned workers are fresh interpreters: tvis is installed there as they start."""
+    code, run = run_inprocess(SCRIPT, "2", context)
     assert code == 0
     _check(run)
     assert {b["worker"] for b in S.batches(run)} == {0, 1}

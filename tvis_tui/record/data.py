@@ -4,7 +4,8 @@
 same sink (sink.py) into the extension databases of tvis_tui.store.samples. It wraps:
 
 - torch's dataset fetchers' `fetch` (main process and workers alike; samples.py),
-- `_MultiProcessingDataLoaderIter._process_data`, to take worker results apart (workers.py),
+- `_MultiProcessingDataLoaderIter._process_data`, to take worker results apart, and torch's
+  `_worker_loop`, so that spawned workers observe as forked ones do (workers.py),
 - `F.cross_entropy` / `F.nll_loss` (the loss modules call them), for predictions (decoding.py),
 - `builtins.__build_class__`, to watch tokenizer classes as they are defined (tokenizers.py).
 
@@ -26,10 +27,11 @@ import torch.nn.functional as F
 import torch.utils.data.dataloader as dataloader_module
 from torch._utils import ExceptionWrapper
 from torch.utils.data._utils import fetch as fetch_module
+from torch.utils.data._utils import worker as worker_module
 
 from tvis_tui.record import decoding, workers
 from tvis_tui.record.describe import Budget
-from tvis_tui.record.samples import DETAILED_SAMPLES, BatchCapture, current, observed_fetch
+from tvis_tui.record.samples import DETAILED_SAMPLES, observed_fetch, to_current_capture
 from tvis_tui.record.tokenizers import TokenizerWatch, vocab_size, weak_ref
 from tvis_tui.record.tvis_frames import without_tvis_frames
 from tvis_tui.store import samples as store
@@ -67,8 +69,16 @@ class DataCapture:
         for fetcher in (fetch_module._MapDatasetFetcher, fetch_module._IterableDatasetFetcher):
             wrap(fetcher, "fetch", self._fetch)
         wrap(dataloader_module._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
+        worker_module._worker_loop = workers.WorkerLoop(self._worker_settings)
+        self._rec._undo.append(lambda: setattr(worker_module, "_worker_loop", workers.TORCH_WORKER_LOOP))
         for name in PREDICTION_LOSSES:
             wrap(F, name, functools.partial(self._loss, name))
+
+    def _worker_settings(self) -> workers.WorkerSettings:
+        """For a worker spawned now (workers.py)."""
+        classes = {(cls.__module__, cls.__qualname__) for cls in self.tokens.patched_classes()
+                   if "<locals>" not in cls.__qualname__}
+        return workers.WorkerSettings(BATCH_BYTES, self._rec.log.slots.max_bytes, tuple(sorted(classes)))
 
     def _is_user_file(self, path: str) -> bool:
         return self._rec.sites.user_path(path) is not None
@@ -93,12 +103,9 @@ class DataCapture:
             batch, capture = observed_fetch(original, fetcher, index, self._budget(), self._rec._guard)
             self._rec._guard(self._deliver, seq, capture.batch_record(), capture.samples, fetcher.dataset)
             return batch
-        worker = workers.worker_id()
-        if worker is None:  # some other fork of the script: not ours to record
+        if workers.worker_id() is None:  # some other fork of the script: not ours to record
             return original(fetcher, index)
-        batch, capture = observed_fetch(original, fetcher, index, self._budget(), workers.contain)
-        capture.worker = worker
-        return workers.Carrier(batch, {"batch": capture.batch_record(), "samples": capture.samples})
+        return workers.fetch(original, fetcher, index, self._budget())
 
     def _process_data(self, original: Callable[..., Any], iterator: Any, data: Any, worker: int) -> Any:
         if isinstance(data, ExceptionWrapper):  # re-raised by torch with the worker's traceback
@@ -144,15 +151,7 @@ class DataCapture:
     # -- tokenizers ----------------------------------------------------------------------
 
     def _on_tokens(self, tok: Any, make: Callable[[], dict[str, Any]]) -> None:
-        capture: BatchCapture | None = current.capture
-        if capture is not None:
-            if not capture.wants_detail():
-                return
-            entry = capture.guard(make)
-            if entry is not None:
-                capture.on_tokens(entry)
-            return
-        if not self._rec._active():
+        if to_current_capture(make) or not self._rec._active():
             return
         step = self._rec.steps.step
         count = self._tokens_in_step.get(step, 0)

@@ -83,6 +83,19 @@ current = _Current()
 """The fetch being observed on this thread (tokenizer calls look here)."""
 
 
+def to_current_capture(make: Callable[[], dict[str, Any]]) -> bool:
+    """Give a tokenizer call (its record made by `make`, if wanted) to the fetch observed on
+    this thread; False when no fetch is."""
+    capture = current.capture
+    if capture is None:
+        return False
+    if capture.wants_detail():
+        entry = capture.guard(make)
+        if entry is not None:
+            capture.on_tokens(entry)
+    return True
+
+
 def observed_fetch(original: Callable[..., Any], fetcher: Any, index: Any, budget: Budget,
                    guard: Guard) -> tuple[Any, BatchCapture]:
     """Run `original(fetcher, index)` unchanged and return (batch, what was seen)."""

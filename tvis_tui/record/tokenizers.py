@@ -76,6 +76,10 @@ class TokenizerWatch:
         code = getattr(inspect.unwrap(encode), "__code__", None)
         return code is not None and self._is_user_file(code.co_filename)
 
+    def patched_classes(self) -> set[type]:
+        """The classes whose methods are wrapped now."""
+        return {owner for owner, _ in self._patched}
+
     def consider(self, obj: Any) -> bool:
         """Watch `obj`'s class if `obj` is a tokenizer; True if it is one."""
         if not looks_like_tokenizer(obj):
