@@ -581,3 +581,19 @@ async def test_a_folder_read_that_returns_after_the_list_is_gone_is_dropped(runs
         picker = pilot.app.screen
         await picker.query_one(DataTable).remove()
         picker._reloaded([])  # no NoMatches: the read is dropped
+
+
+async def test_a_theme_change_redraws_the_lines_the_panes_keep(healthy_run):
+    """The tree and source pane keep the lines they drew (stepping redraws few): a new
+    theme draws them all again in its colours."""
+    async with opened(healthy_run, 10) as pilot:
+        screen = pilot.app.screen
+        tree, source = screen.query_one(CallTree), screen.query_one(SourcePane)
+        tree_y, source_y = tree.cursor - int(tree.scroll_y), source.line - 1 - int(source.scroll_y)
+        before = [tree.render_line(tree_y), source.render_line(source_y)]
+        pilot.app.theme = "textual-light" if pilot.app.theme != "textual-light" else "nord"
+        await settle(pilot)
+        after = [tree.render_line(tree_y), source.render_line(source_y)]
+        for old, new in zip(before, after):
+            assert old.text == new.text
+            assert [s.style for s in old] != [s.style for s in new]

@@ -1,6 +1,6 @@
 """The debugger screen: call tree, source, inspector and status line over one run.
 
-One reactive, `seq`, holds the current call. Stepping only changes it; `watch_seq` starts
+One var (a reactive that repaints nothing), `seq`, holds the current call. Stepping only changes it; `watch_seq` starts
 a worker that reads the call from the store and posts `CallLoaded`, which every pane draws.
 """
 
@@ -14,7 +14,7 @@ from textual.actions import parse
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
@@ -45,7 +45,9 @@ class DebuggerScreen(SteppingActions, Screen):
         Binding("escape", "close", "Back to the run list", show=False),
     ]
 
-    seq = reactive(0, init=False)
+    # A var, not a reactive: the screen draws nothing itself, and a reactive's repaint of it
+    # repainted every widget on each step (the panes that change refresh themselves).
+    seq = var(0, init=False)
 
     def __init__(self, reader: RunReader, *, start: int | None = None) -> None:
         super().__init__()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -96,6 +97,9 @@ class CallTree(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: tuple[Row, ...] = ()
+        # Lines drawn, by (row, cursor on it, width): a step moves the cursor and scrolls,
+        # and the other rows on screen are the very rows drawn before (CallRows keeps them).
+        self._drawn: LRUCache[tuple[int, bool, int], tuple[Row, Strip]] = LRUCache(1024)
 
     def show(self, rows: tuple[Row, ...], cursor: int | None) -> None:
         """Draw `rows`, with the cursor on row `cursor` (kept in view)."""
@@ -120,13 +124,26 @@ class CallTree(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         if index >= len(self.rows):
             return Strip.blank(width, self.rich_style)
+        row, on_cursor = self.rows[index], index == self.cursor
+        key = (id(row), on_cursor, width)
+        drawn = self._drawn.get(key)
+        if drawn is None or drawn[0] is not row:  # the row is kept: its id stays its own
+            drawn = (row, self._draw(row, on_cursor, width))
+            self._drawn.set(key, drawn)
+        return drawn[1]
+
+    def _draw(self, row: Row, on_cursor: bool, width: int) -> Strip:
         # The cursor is a glyph as well as a colour, so it shows with NO_COLOR too.
-        label = Text("▶" if index == self.cursor else " ", style="bold") + row_label(self.rows[index], width - 1)
+        label = Text("▶" if on_cursor else " ", style="bold") + row_label(row, width - 1)
         label.truncate(width, pad=True)
-        if index == self.cursor:
+        if on_cursor:
             label.stylize(self.get_component_rich_style("call-tree--cursor"))
         segments = Segment.apply_style(label.render(self.app.console), self.rich_style)
         return Strip(segments, width).crop(0, width)
+
+    def notify_style_update(self) -> None:
+        self._drawn.clear()  # a theme changed: every line is drawn again
+        super().notify_style_update()
 
     COMPONENT_CLASSES = {"call-tree--cursor"}
 

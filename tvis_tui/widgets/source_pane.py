@@ -14,6 +14,7 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -51,6 +52,9 @@ class SourcePane(ScrollView, can_focus=True):
         self._highlighter: Highlighter | None = None
         self._cache: dict[str, Highlighter] = {}
         self._note = ""
+        # Lines drawn, by everything they show: a step moves the marks and scrolls, and
+        # the other lines on screen are drawn as before.
+        self._drawn: LRUCache[tuple[str, int, int, int, str, str | None], Strip] = LRUCache(1024)
 
     def show(self, path: str, text: str | None, line: int, shapes: Mapping[int, str] | None = None) -> None:
         """Show `path` (its snapshot `text`) on `line` (1-based); `shapes` maps line -> shape."""
@@ -87,14 +91,27 @@ class SourcePane(ScrollView, can_focus=True):
         elif index >= len(self._highlighter.lines):
             return Strip.blank(width, self.rich_style)
         else:
-            text = self._line(index + 1, width)
+            number = index + 1
+            marker = "▶" if number == self.line else ("›" if number == self.cursor_line else " ")
+            key = (self.path, number, width, self.column, marker, self.shapes.get(number))
+            strip = self._drawn.get(key)
+            if strip is None:
+                strip = self._strip(self._line(number, marker, width), width)
+                self._drawn.set(key, strip)
+            return strip
+        return self._strip(text, width)
+
+    def _strip(self, text: Text, width: int) -> Strip:
         text.truncate(width, pad=True)
         return Strip(Segment.apply_style(text.render(self.app.console), self.rich_style), width)
 
-    def _line(self, number: int, width: int) -> Text:
+    def notify_style_update(self) -> None:
+        self._drawn.clear()  # a theme changed: every line is drawn again
+        super().notify_style_update()
+
+    def _line(self, number: int, marker: str, width: int) -> Text:
         assert self._highlighter is not None
         digits = len(str(len(self._highlighter.lines)))
-        marker = "▶" if number == self.line else ("›" if number == self.cursor_line else " ")
         gutter = Text(f"{marker}{number:>{digits}} ", style=self.get_component_rich_style("source-pane--gutter"))
         code = self._highlighter.line(number - 1)[self.column:]
         shape = self.shapes.get(number)
