@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from textual.pilot import Pilot
 
@@ -30,4 +31,13 @@ async def opened(path: Path, start: int | None = None, size: tuple[int, int] = (
 async def press(pilot: Pilot, *keys: str) -> None:
     for key in keys:
         await pilot.press(key)
+        await settle(pilot)
+
+
+async def until(pilot: Pilot, done: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Settle until `done()` holds: for what follows a message posted after the keys were
+    handled (the run list read again once a run's reader has closed), late on a busy machine."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "the app never got there"
         await settle(pilot)

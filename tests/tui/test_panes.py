@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 
 from conftest import CALLS_PER_STEP, MODEL, MODEL_SRC, TRAIN, _meta, line_of, tensor_slot, write_step
-from pilot import opened, press, settle
+from pilot import opened, press, settle, until
 from screen_text import screen_text
 
 from tvis_tui.screens.exception import ExceptionScreen
@@ -276,8 +276,9 @@ async def test_run_list_is_current_when_coming_back_to_it(tmp_path, healthy_run,
         await press(pilot, "enter")
         shutil.copytree(crashed_run, tmp_path / "20261202-093000-train")  # recorded meanwhile
         await press(pilot, "escape")
+        await until(pilot, lambda: "20261202-093000-train" in screen_text(pilot.app))
         text = screen_text(pilot.app)
-        assert "20261202-093000-train" in text and "crashed" in text
+        assert "crashed" in text
         table = pilot.app.screen.query_one("#runs")
         assert pilot.app.screen.runs[table.cursor_row].path.name == "20261201-100000-train"
         # The run just left reads as it is, not "already open in this process".
