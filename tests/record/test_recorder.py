@@ -598,3 +598,72 @@ Trainer()(5)
     (trainer,) = [c for c in run.calls(1, run.call_count()) if c.name == "Trainer"]
     assert trainer.error is None and trainer.extra.get("unfinished") is True
     assert run.meta()["steps_recorded"] == 2
+
+
+CAUGHT_CTRL_C = """
+import torch
+from torch import nn
+
+class Stop(torch.autograd.Function):  # a Ctrl-C landing in backward
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise KeyboardInterrupt
+
+class Slow(nn.Module):  # a Ctrl-C landing in a forward
+    def __init__(self):
+        super().__init__()
+        self.lin, self.calls = nn.Linear(4, 4), 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == 3:  # in the second step's forward (the second call evaluated)
+            raise KeyboardInterrupt
+        return self.lin(x)
+
+class Interrupting(torch.optim.SGD):  # and one in optimizer.step()
+    def step(self, closure=None):
+        raise KeyboardInterrupt
+
+model = nn.Sequential(nn.Linear(4, 4), Slow(), nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def evaluate():
+    with torch.no_grad():
+        return model(torch.randn(2, 4)).shape
+
+for step in range(3):
+    try:
+        out = model(torch.randn(2, 4))
+        (Stop.apply(out) if step == 0 else out).sum().backward()
+        opt.step(); opt.zero_grad()
+    except KeyboardInterrupt:
+        print("interrupted: evaluating", evaluate())
+try:
+    Interrupting(model.parameters(), lr=0.1).step()
+except KeyboardInterrupt:
+    pass  # the handler is over before the next call
+print(evaluate())
+"""
+
+
+def test_calls_a_caught_ctrl_c_left_are_closed_with_it(run_inprocess, capsys):
+    """torch runs no closing hook for a KeyboardInterrupt: the calls it left are closed
+    when the next call opens, and what the script does next is not nested in them."""
+    code, run = run_inprocess(CAUGHT_CTRL_C)
+    assert code == 0
+    assert capsys.readouterr().out.count("torch.Size([2, 1])") == 3
+    calls = run.calls(1, run.call_count())
+    raised = [(c.kind, c.name, c.error) for c in calls if c.error]
+    assert raised == [("backward", "backward", "KeyboardInterrupt"),
+                      ("function", "Stop.backward", "KeyboardInterrupt"),
+                      ("module", "Sequential", "KeyboardInterrupt"), ("module", "1", "KeyboardInterrupt"),
+                      # closed at the next call, once the script's handler was over
+                      ("optimizer", "Interrupting", "Interrupted: left by an exception no hook saw "
+                       "(a KeyboardInterrupt or SystemExit the script caught)"),
+                      ("function", "Interrupting.step", "KeyboardInterrupt")]
+    evaluations = [c for c in calls if c.name == "Sequential" and c.phase == "no_grad"]
+    assert len(evaluations) == 3 and all(c.depth == 1 and c.error is None for c in evaluations)
+    assert {c.name for c in calls if c.parent in {e.seq for e in evaluations}} == {"0", "1", "2"}

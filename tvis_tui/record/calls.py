@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, Callable, Iterator
 
 import torch
@@ -82,6 +82,33 @@ class OpenCall:
     gpu_start: Any = None  # a CUDA event where its clock started (timing.py), if on CUDA
     criterion: bool = False  # a loss module or functional loss, whatever its phase
     node_low: int | None = None  # the autograd node number its own nodes come after (module_backward.py)
+    # The frame a call closed by a hook runs in (a module's Module._call_impl, an optimizer
+    # step's wrapper): on the stack exactly as long as the call runs.
+    frame: FrameType | None = None
+
+
+class Interrupted(BaseException):
+    """What closes a call left by an exception no hook saw, where the script's handler is
+    over: torch runs its closing hooks on an Exception only, so a KeyboardInterrupt or
+    SystemExit the script caught left the call open."""
+
+
+def running_frame(start: FrameType | None, code: CodeType, limit: int = 24) -> FrameType | None:
+    """The innermost frame from `start` outward that runs `code`, if near."""
+    frame = start
+    for _ in range(limit):
+        if frame is None or frame.f_code is code:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _on_stack(frame: FrameType, here: FrameType | None) -> bool:
+    while here is not None:
+        if here is frame:
+            return True
+        here = here.f_back
+    return False
 
 
 class _ThreadState(threading.local):
@@ -145,8 +172,10 @@ class CallLog:
     def open(self, *, kind: str, name: str, type_: str, phase: str, owner: int,
              call_site: Site | None, def_site: Site | None, inputs: Iterator[tuple[str, Any]] = iter(()),
              root: Any = None, extra: dict[str, Any] | None = None,
-             transparent: bool = False, criterion: bool = False) -> OpenCall:
+             transparent: bool = False, criterion: bool = False, frame: FrameType | None = None) -> OpenCall:
+        """`frame`: the frame the call runs in, for a call that a hook closes."""
         stack = self._thread.stack
+        self.close_left(sys._getframe(1))
         parent = stack[-1].record if stack else None
         seq = next(self._seq)
         self.last_seq = max(self.last_seq, seq)
@@ -155,7 +184,8 @@ class CallLog:
             step=self.steps.step, phase=phase, kind=kind, name=name, type=type_,
             call_site=call_site, def_site=def_site, start_ns=time.time_ns(), extra=extra or {})
         call = OpenCall(record, owner, root, transparent=transparent,
-                        top=not stack or (stack[-1].top and stack[-1].transparent), criterion=criterion)
+                        top=not stack or (stack[-1].top and stack[-1].transparent), criterion=criterion,
+                        frame=frame)
         # On the stack before anything is written: a Ctrl-C from here on still finds it.
         stack.append(call)
         self.writer.put_call(record)
@@ -172,6 +202,28 @@ class CallLog:
             call.gpu_start = self.timer.mark()
         call.overhead_at_start = self._thread.overhead_ns + call.started_ns - self._thread.hook_started_ns
         return call
+
+    def close_left(self, here: FrameType) -> None:
+        """Close the calls whose frame is not among `here` and its callers: an exception no
+        hook saw left them (a Ctrl-C the script caught, to save a checkpoint and evaluate,
+        say). Left open, every later call would nest in them. Closed with that exception
+        while the script handles it, else with `Interrupted`. `open` calls it; so does
+        whatever reads the stack before opening a call (its phase, its names)."""
+        stack = self._thread.stack
+        framed = next((c for c in reversed(stack) if c.frame is not None), None)
+        if framed is None or _on_stack(framed.frame, here):  # type: ignore[arg-type]
+            return
+        running = set()
+        while here is not None:
+            running.add(id(here))  # a left frame is held by its call: no live frame has its id
+            here = here.f_back
+        left = next(i for i, c in enumerate(stack) if c.frame is not None and id(c.frame) not in running)
+        handled = sys.exc_info()[1]
+        error = handled if handled is not None and not isinstance(handled, Exception) else Interrupted(
+            "left by an exception no hook saw (a KeyboardInterrupt or SystemExit the script caught)")
+        ended = time.perf_counter_ns()
+        while len(stack) > left:
+            self.close(stack[-1], ended, error=error, extra={"unfinished": True})
 
     def innermost(self, owner: int) -> OpenCall | None:
         """The innermost open call if it belongs to `owner` (else None: a pre-hook was

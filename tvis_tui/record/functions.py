@@ -294,6 +294,7 @@ class _Frame:
 
     def open(self, frame: FrameType) -> OpenCall:
         tracer = self.tracer
+        tracer.log.close_left(frame)
         phase = call_phase(tracer.log.stack)
         code = frame.f_code
         call = tracer.log.open(kind="function", name=getattr(code, "co_qualname", code.co_name),

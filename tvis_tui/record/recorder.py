@@ -28,7 +28,7 @@ import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
 
 from tvis_tui.interrupts import pass_on_lost_interrupts
-from tvis_tui.record.calls import CallLog, OpenCall, call_phase
+from tvis_tui.record.calls import CallLog, OpenCall, call_phase, running_frame
 from tvis_tui.record.data import DataCapture
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
@@ -62,6 +62,11 @@ call them too; inside a loss module they are not recorded twice)."""
 class StopRecording(BaseException):
     """Raised from a hook once the last requested step has returned; the runner catches
     it. A BaseException so that the script's `except Exception` handlers let it pass."""
+
+
+MODULE_CALL_CODE = torch.nn.Module._call_impl.__code__
+OPTIMIZER_STEP_CODE = torch.optim.Optimizer.profile_hook_step(lambda: None).__code__
+"""The code a module call and an optimizer step run in while their hooks run (calls.py)."""
 
 
 _functorch_level = torch._C._functorch.maybe_current_level
@@ -334,6 +339,7 @@ class Recorder:
         self._guard(self._open_module, module, args, sys._getframe(1))
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
+        self.log.close_left(frame)
         stack = self.log.stack
         enclosing_root = self._enclosing_root(stack)
         if enclosing_root is None:
@@ -352,7 +358,8 @@ class Recorder:
             self.warn(f"{opaque}: the calls inside it were not recorded (its own inputs and outputs were)")
         call = self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
-                             inputs=leaves(args, "args"), root=root, criterion=criterion)
+                             inputs=leaves(args, "args"), root=root, criterion=criterion,
+                             frame=running_frame(frame, MODULE_CALL_CODE))
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()
         self._after_own_hooks.enter(module, call)
@@ -439,6 +446,7 @@ class Recorder:
         self._guard(self._open_optimizer, opt, sys._getframe(1), closure)
 
     def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
+        self.log.close_left(frame)
         self.steps.optimizers.add(opt)  # one made before tvis started, or bypassing __init__
         extra = self.updates.step_extra(opt)
         lrs = extra["lrs"]
@@ -446,7 +454,8 @@ class Recorder:
             extra["lr"] = lrs[0]
         call = self.log.open(kind="optimizer", name=type(opt).__name__, type_=type(opt).__qualname__,
                              phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
-                             def_site=self.sites.def_site(type(opt), "step"), extra=extra)
+                             def_site=self.sites.def_site(type(opt), "step"), extra=extra,
+                             frame=running_frame(frame, OPTIMIZER_STEP_CODE))
         if closure is None:
             self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(optimizer_params(opt)))
         else:  # .grad still holds the last step's: the closure computes this step's
@@ -489,8 +498,8 @@ class Recorder:
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
         try:
             result = self.grads.during_backward(original, tensors, *args, **kwargs)
-        except Exception as exc:
-            if call is not None:
+        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
+            if call is not None and not isinstance(exc, StopRecording):
                 self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
             raise
         if call is not None:
@@ -569,8 +578,8 @@ class Recorder:
             if call is not None:
                 self._guard(self._close_batch, call, time.perf_counter_ns(), None, True)
             raise
-        except Exception as exc:
-            if call is not None:
+        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
+            if call is not None and not isinstance(exc, StopRecording):
                 self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
             raise
         if call is not None:
@@ -595,6 +604,8 @@ class Recorder:
     # -- functional losses ---------------------------------------------------------------
 
     def _loss_function(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._active():
+            self._guard(self.log.close_left, sys._getframe(1))
         stack = self.log.stack
         inside_loss_module = any(c.criterion for c in stack)  # a criterion's own, maybe via a helper
         if not self._active() or inside_loss_module:
@@ -603,8 +614,8 @@ class Recorder:
         call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
         try:
             result = original(*args, **kwargs)
-        except Exception as exc:
-            if call is not None:
+        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
+            if call is not None and not isinstance(exc, StopRecording):
                 self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
             raise
         if call is not None:
