@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tvis_tui.store import RunReader
+from tvis_tui.store import RunReader, samples
 
 from .helpers import EXAMPLES, assert_same_state, train_plain_and_under_tvis, write_script
 
@@ -74,3 +74,42 @@ def test_user_functions_and_lines_leave_training_bitwise_identical(tmp_path, fla
         names = {c.name for c in run.calls(1, run.call_count()) if c.kind == "function"}
         assert {"train_step", "noisy", "running_mean"} <= names
         assert run.has_line_shapes() == (flags == [])
+
+
+WORKERS = '''
+import sys
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+class Noisy(Dataset):  # random augmentation drawn in the worker, from its own seed
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, i):
+        x = torch.full((6,), float(i)) / 32
+        return x + torch.randn(6) * 0.1, i % 2
+
+if __name__ == "__main__":  # a spawned worker imports this file
+    torch.manual_seed(0)
+    net = nn.Linear(6, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    loader = DataLoader(Noisy(), batch_size=8, shuffle=True, num_workers=2,
+                        multiprocessing_context=sys.argv[2])
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(net(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        print(f"loss {loss.item():.10f}")
+    torch.save({"params": net.state_dict(), "rng": torch.get_rng_state()}, sys.argv[1])
+'''
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_leave_training_bitwise_identical(tmp_path, context):
+    """Workers fetch under tvis's observation too (their samples are recorded)."""
+    script = write_script(tmp_path, WORKERS)
+    traced = train_plain_and_under_tvis(tmp_path, str(script), ["plain.pt", context], ["tvis.pt", context])
+    assert_same_state(tmp_path / "plain.pt", tmp_path / "tvis.pt")
+    assert "recorded 4 steps" in traced.stderr
+    with RunReader(next((tmp_path / "runs").iterdir())) as run:
+        assert {b["worker"] for b in samples.batches(run)} == {0, 1}
