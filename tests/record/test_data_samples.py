@@ -408,3 +408,50 @@ torch.optim.SGD(model.parameters(), lr=0.1).step()
     pred = S.all_predictions(run)[0]
     assert pred["kind"] == "tokens" and pred["tokenizer"] == "CharTok"
     assert [row["target"] for row in pred["samples"]] == ["bcde", "cdef"]
+
+
+def test_pil_images_through_a_torchvision_style_pipeline(run_inprocess):
+    code, run = run_inprocess("""
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = transforms
+    def __call__(self, img):
+        for t in self.transforms:
+            img = t(img)
+        return img
+
+def gray(img):
+    return img.convert("L")
+
+def to_tensor(img):
+    return torch.from_numpy(np.asarray(img, dtype=np.float32) / 255).unsqueeze(0)
+
+class Pictures(Dataset):
+    def __init__(self):
+        rng = np.random.default_rng(0)
+        self.images = [Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)) for _ in range(4)]
+        self.transform = Compose([gray, to_tensor])
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return self.transform(self.images[i]), i % 2
+
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in DataLoader(Pictures(), batch_size=4):
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+""")
+    assert code == 0
+    sample = S.samples(run, S.batches(run)[0]["seq"])[0]
+    entry = sample["transforms"][0]
+    assert [st["name"] for st in entry["stages"]] == ["0:gray", "1:to_tensor"]
+    assert S.image(entry["input"]).shape == (8, 8, 3)  # the PIL image as the dataset held it
+    assert S.image(entry["stages"][0]["value"]).shape == (8, 8, 1)  # grayscale, still PIL
+    gray = S.image(entry["stages"][0]["value"])[:, :, 0]
+    np.testing.assert_allclose(S.array(entry["stages"][1]["value"])[0], gray / 255, atol=1e-6)

@@ -71,3 +71,26 @@ def test_extreme_float32_images_draw_without_numpy_warnings(recwarn):
     assert image_view(np.repeat(huge, 3, axis=2)).pixels[0, :, 0].tolist() == [0, 255, 127, 169]
     assert image_view(np.repeat(tiny, 3, axis=2)).pixels[0, :, 0].tolist() == [0, 255, 127, 0]
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_pil_images_in_their_usual_modes():
+    from PIL import Image
+
+    rgb = np.arange(6 * 5 * 3, dtype=np.uint8).reshape(6, 5, 3)
+    view = image_view(Image.fromarray(rgb))
+    assert view.layout == "PIL RGB"
+    np.testing.assert_array_equal(view.pixels, rgb)
+    gray = image_view(Image.fromarray(rgb[:, :, 0]))
+    assert gray.layout == "PIL L" and gray.pixels.shape == (6, 5, 1)
+    palette = Image.fromarray(rgb).convert("P")
+    assert image_view(palette).pixels.shape == (6, 5, 3)  # the palette's colours, not its indices
+
+
+def test_a_16_bit_pil_image_is_drawn_over_its_own_range_not_clipped():
+    from PIL import Image
+
+    depth = (np.arange(4 * 8, dtype=np.uint16).reshape(4, 8) * 100)  # 0 .. 3100
+    view = image_view(Image.fromarray(depth))
+    assert view.layout.startswith("PIL I") and (view.lo, view.hi) == (0.0, 3100.0)
+    assert view.pixels[0, 0, 0] == 0 and view.pixels[-1, -1, 0] == 255
+    assert 120 <= view.pixels[2, 0, 0] <= 135  # 1600 of 3100, not white

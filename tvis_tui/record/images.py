@@ -39,6 +39,10 @@ class ImageView:
                 "lo": self.lo, "hi": self.hi, "stride": self.stride}
 
 
+WIDE_PIL_MODES = ("I", "I;16", "I;16L", "I;16B", "I;16N", "F")
+"""One channel of 16 or 32 bits (a depth map, a medical or astronomy image)."""
+
+
 def is_pil(value: Any) -> bool:
     pil = sys.modules.get("PIL.Image")  # never import PIL for a script that does not
     return pil is not None and isinstance(value, pil.Image)
@@ -67,6 +71,8 @@ def image_view(value: Any, bounds: tuple[float, float] | None = None) -> ImageVi
 
 def _from_pil(img: Any) -> ImageView:
     mode = img.mode
+    if mode in WIDE_PIL_MODES:  # converted to 8 bits they would clip: drawn over their own range
+        return _scaled(np.asarray(img)[:, :, None], f"PIL {mode}")
     if mode not in ("L", "RGB", "RGBA"):
         img = img.convert("RGBA" if "A" in mode else "RGB")
     pixels = np.asarray(img, dtype=np.uint8)
