@@ -455,3 +455,39 @@ for x, y in DataLoader(Pictures(), batch_size=4):
     assert S.image(entry["stages"][0]["value"]).shape == (8, 8, 1)  # grayscale, still PIL
     gray = S.image(entry["stages"][0]["value"])[:, :, 0]
     np.testing.assert_allclose(S.array(entry["stages"][1]["value"])[0], gray / 255, atol=1e-6)
+
+
+def test_a_tokenizer_called_in_collate_is_the_batchs_with_its_ids(run_inprocess):
+    """HF-style: raw texts from the dataset, tokenized in collate_fn into a mapping that is
+    not a dict (transformers' BatchEncoding is a UserDict)."""
+    code, run = run_inprocess("""
+from collections import UserDict
+import torch
+from torch.utils.data import DataLoader
+
+class Encoding(UserDict):
+    pass
+
+class WordTok:
+    words = ["[PAD]", "a", "cat", "sat", "dog"]
+    def encode(self, text):
+        return [self.words.index(w) for w in text.split()]
+    def decode(self, ids):
+        return " ".join(self.words[i] for i in ids)
+    def __call__(self, texts):
+        rows = [self.encode(t) for t in texts]
+        width = max(map(len, rows))
+        return Encoding(input_ids=torch.tensor([r + [0] * (width - len(r)) for r in rows]))
+
+tok = WordTok()
+def collate(texts):
+    return tok(texts)
+
+model = torch.nn.EmbeddingBag(5, 2)
+for batch in DataLoader(["a cat sat", "a dog"], batch_size=2, collate_fn=collate):
+    model(batch["input_ids"]).sum().backward()
+""")
+    assert code == 0
+    (call,) = S.batches(run)[0]["tokens"]
+    assert call["text"] == ["a cat sat", "a dog"] and call["ids"] == [1, 2, 3, 1, 4, 0]
+    assert call["shape"] == [2, 3] and call["n_ids"] == 6

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Mapping
 import threading
 import types
 import weakref
@@ -137,8 +138,8 @@ def _text(value: Any) -> Any:
 
 def token_ids(value: Any) -> dict[str, Any]:
     """{"ids": ints or lists of ints (capped), "n_ids": how many there were}."""
-    if isinstance(value, dict) or hasattr(value, "input_ids"):
-        inner = value.get("input_ids") if isinstance(value, dict) else getattr(value, "input_ids")
+    if isinstance(value, Mapping) or hasattr(value, "input_ids"):  # HF's BatchEncoding is both
+        inner = value.get("input_ids") if isinstance(value, Mapping) else getattr(value, "input_ids")
         return token_ids(inner)
     if hasattr(value, "ids") and not isinstance(value, torch.Tensor):
         return token_ids(value.ids)  # a `tokenizers` Encoding
