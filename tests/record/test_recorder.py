@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from tvis_tui.store import RunReader
 
@@ -667,3 +668,71 @@ def test_calls_a_caught_ctrl_c_left_are_closed_with_it(run_inprocess, capsys):
     evaluations = [c for c in calls if c.name == "Sequential" and c.phase == "no_grad"]
     assert len(evaluations) == 3 and all(c.depth == 1 and c.error is None for c in evaluations)
     assert {c.name for c in calls if c.parent in {e.seq for e in evaluations}} == {"0", "1", "2"}
+
+
+MANUAL_UPDATES = """
+import sys
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+params = list(model.parameters())
+for it in range(5):
+    x = torch.randn(16, 4)
+    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+    grads = torch.autograd.grad(loss, params)
+    torch.save(grads, f"{sys.argv[1]}/grads{it}.pt")
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p -= 0.1 * g
+    print(f"loss {loss.item():.6f}")
+"""
+
+
+def test_a_loop_that_updates_with_autograd_grad_has_steps(run_inprocess, tmp_path, capsys):
+    """No torch.optim, no backward(): torch.autograd.grad is the training's gradient. Its
+    loss is the step's, it ends the step, and the gradients it returned are recorded."""
+    code, run = run_inprocess(MANUAL_UPDATES, str(tmp_path), steps=2)
+    assert code == 0
+    printed = [float(line.split()[1]) for line in capsys.readouterr().out.splitlines()]
+    steps = run.steps()
+    assert len(printed) == 2 and [s.rule for s in steps] == ["backward", "backward"]
+    assert [round(s.loss, 6) for s in steps] == printed
+    grad_calls = [c for c in _calls(run) if c.name == "autograd.grad"]
+    assert [(c.kind, c.step, c.phase) for c in grad_calls] == [("backward", 1, "backward"), ("backward", 2, "backward")]
+    slots = [s for s in run.slots(grad_calls[1].seq) if s.role == "param_grad"]
+    assert [s.path for s in slots] == ["Sequential.0.weight", "Sequential.0.bias", "Sequential.2.weight",
+                                       "Sequential.2.bias"]
+    returned = torch.load(tmp_path / "grads1.pt")
+    for slot, grad in zip(slots, returned):
+        np.testing.assert_array_equal(run.values(grad_calls[1].seq, slot), grad.numpy())
+
+
+def test_autograd_grad_beside_an_optimizer_is_part_of_its_step(run_inprocess):
+    """A gradient penalty: recorded, its gradient as its output, its loss not the step's.
+    torch.autograd.functional's own calls of it are the library's: not recorded."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+critic = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+for _ in range(2):
+    x = torch.randn(4, 2, requires_grad=True)
+    score = critic(x).sum()
+    grad, = torch.autograd.grad(score, x, create_graph=True)
+    loss = -score + 10 * ((grad.norm(dim=1) - 1) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    torch.autograd.functional.jacobian(lambda t: t ** 2, torch.ones(3))
+""")
+    assert code == 0
+    calls = _calls(run)
+    steps = run.steps()
+    assert len(steps) == 2 and [s.rule for s in steps] == ["optimizer", "optimizer"]
+    assert [c.name for c in calls if c.kind == "backward"] == ["autograd.grad", "backward"] * 2
+    penalty = next(c for c in calls if c.name == "autograd.grad")
+    assert [(s.role, s.path, s.shape) for s in run.slots(penalty.seq) if s.role != "input"] == [
+        ("output", "grads[0]", (4, 2))]
+    losses = [c for c in calls if c.name == "backward"]
+    assert steps[0].loss == pytest.approx(run.slots(losses[0].seq)[0].stats.mean)

@@ -182,6 +182,7 @@ class Recorder:
         self._undo.append(self.grads.close)  # output hooks on tensors still alive go quiet
         self._undo.append(warning_sites.install())
         self._wrap(torch.autograd, "backward", self._backward)
+        self._wrap(torch.autograd, "grad", self._autograd_grad)
         self._wrap(dataloader_module._BaseDataLoaderIter, "__next__", self._next_batch)
         self._wrap(torch.optim.Optimizer, "__init__", self._optimizer_init)
         for name in LOSS_FUNCTIONS:
@@ -506,18 +507,67 @@ class Recorder:
             self._guard(self._close_backward, call, time.perf_counter_ns())
         return result
 
-    def _open_backward(self, tensors: Any, frame: Any) -> OpenCall:
+    def _open_backward(self, tensors: Any, frame: Any, name: str = "backward", trains: bool = True) -> OpenCall:
+        """`trains`: its loss is the step's (not a gradient penalty's torch.autograd.grad)."""
         loss = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
         nested = self._inside_backward()
-        call = self.log.open(kind="backward", name="backward", type_="backward", phase="backward",
+        call = self.log.open(kind="backward", name=name, type_="backward", phase="backward",
                              owner=id(tensors), call_site=self.sites.call_site(frame),
                              def_site=None, inputs=leaves(loss, "loss"))
-        if not nested and isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
+        if trains and not nested and isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
             scaled = self._scaled
             unscaled = scaled[1] if scaled is not None and scaled[0]() is loss else loss
             closure = any(c.record.kind == "optimizer" for c in self.log.stack)
             self.steps.add_loss(float(unscaled.detach()), in_closure=closure)
         return call
+
+    def _autograd_grad(self, original: Callable[..., Any], outputs: Any, inputs: Any, *args: Any,
+                       **kwargs: Any) -> Any:
+        """torch.autograd.grad called by the script: a backward whose gradients come back as
+        its result. With no torch.optim in use and no graph of the gradients made, it is the
+        training's (a loop that updates the parameters itself): its loss is the step's, it
+        completes the step as backward() does, and the module outputs' gradients are its.
+        Else it is part of the step (a gradient penalty, a meta-learning inner step), and
+        the outputs' gradients recorded are backward()'s. Library code's calls
+        (torch.autograd.functional) are not the script's: not recorded."""
+        caller = sys._getframe(2)
+        if (torch.compiler.is_compiling() or not self._active()
+                or self.sites.user_path(caller.f_code.co_filename) is None):
+            return original(outputs, inputs, *args, **kwargs)
+        if self.steps.pending is not None and not self._inside_backward():
+            self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
+        self._stop_if_done()
+        create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
+        trains = not (len(self.steps.optimizers) or create_graph or self._inside_backward())
+        call = self._guard(self._open_backward, outputs, caller, "autograd.grad", trains)
+        try:
+            if trains:  # the output hooks record only inside during_backward
+                grads = self.grads.during_backward(original, outputs, inputs, *args, **kwargs)
+            else:
+                grads = original(outputs, inputs, *args, **kwargs)
+        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
+            if call is not None and not isinstance(exc, StopRecording):
+                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
+            raise
+        if call is not None:
+            self._guard(self._close_autograd_grad, call, time.perf_counter_ns(), inputs, grads, trains)
+        return grads
+
+    def _close_autograd_grad(self, call: OpenCall, ended: int, inputs: Any, grads: Any, trains: bool) -> None:
+        """The gradients of parameters are its `param_grad` slots (by the parameters' names),
+        the others its outputs."""
+        if self.log.innermost(call.owner) is None:
+            return
+        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+        names = self.names.parameter_names()
+        named = [(names.get(id(x)), g) for x, g in zip(inputs, grads)]
+        self.log.close(call, ended, ((f"grads[{i}]", g) for i, (name, g) in enumerate(named)
+                                     if name is None and g is not None))
+        params = [(name, g) for name, g in named if name is not None and g is not None]
+        if params:
+            self.log.put_slots(call.record.seq, "param_grad", iter(params))
+        if trains:
+            self.steps.after_backward()
 
     def _grad_scale(self, original: Callable[..., Any], scaler: Any, outputs: Any) -> Any:
         """GradScaler.scale: remember the loss before scaling, to record it as the loss."""
