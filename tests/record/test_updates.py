@@ -336,3 +336,28 @@ opt.step()
     paths = [s.path for s in run.slots(_steps(run)[0].seq, "param_grad")]
     assert paths == ["Sequential.0.bias", "Sequential.0.parametrizations.weight.original",
                      "Sequential.1.weight", "Sequential.1.bias"]
+
+
+def test_parameters_no_model_holds_take_the_names_the_optimizer_was_given(run_inprocess):
+    """A torch.func loop trains tensors of its own: named as the script named them for the
+    optimizer (`named_parameters()` or a dict's items), else by their place."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.func import functional_call
+
+model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+params = {k: v.detach().clone().requires_grad_() for k, v in model.named_parameters()}
+extra = torch.zeros(1, requires_grad=True)
+opt = torch.optim.Adam(params.items(), lr=0.1)
+opt_extra = torch.optim.SGD([extra], lr=0.1)
+loss = (functional_call(model, params, (torch.randn(5, 3),)) + extra).pow(2).mean()
+loss.backward()
+opt.step()
+opt_extra.step()
+""")
+    assert code == 0
+    adam, sgd = [c for c in run.calls(1, run.call_count()) if c.kind == "optimizer"]
+    for role in ("param_grad", "update", "param"):
+        assert [s.path for s in run.slots(adam.seq, role)] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+        assert [s.path for s in run.slots(sgd.seq, role)] == ["param[0]"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import torch
 
@@ -103,19 +103,20 @@ class ModuleNames:
             self._params, self._param_key = params, key
         return self._params
 
-    def gradients(self, params: Iterable[torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
-        """(parameter name, .grad) for the parameters that have a gradient."""
-        names = self.parameter_names()
-        for i, p in enumerate(params):
-            if p.grad is not None:
-                yield names.get(id(p), f"param[{i}]"), p.grad
+    def gradients(self, params: Iterable[torch.Tensor], given: Sequence[str] = ()
+                  ) -> Iterator[tuple[str, torch.Tensor]]:
+        """(parameter name, .grad) for the parameters that have a gradient; `given`: names
+        for those no recorded model holds (updates.given_names), by position."""
+        for name, p in self.with_gradients(params, given):
+            yield name, p.grad  # type: ignore[misc]
 
-    def with_gradients(self, params: Iterable[torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+    def with_gradients(self, params: Iterable[torch.Tensor], given: Sequence[str] = ()
+                       ) -> Iterator[tuple[str, torch.Tensor]]:
         """(parameter name, parameter) for those with a gradient: the ones a step updates."""
         names = self.parameter_names()
         for i, p in enumerate(params):
             if p.grad is not None:
-                yield names.get(id(p), f"param[{i}]"), p
+                yield names.get(id(p), given[i] if i < len(given) else f"param[{i}]"), p
 
     def roots(self) -> list[torch.nn.Module]:
         """Root models seen so far and still alive (for naming their parameters)."""

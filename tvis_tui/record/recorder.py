@@ -44,7 +44,7 @@ from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import count_gc_as_overhead
-from tvis_tui.record.updates import ParamUpdates, params as optimizer_params
+from tvis_tui.record.updates import ParamUpdates, given_names, params as optimizer_params
 from tvis_tui.store.writer import RunWriter
 
 
@@ -458,7 +458,8 @@ class Recorder:
                              def_site=self.sites.def_site(type(opt), "step"), extra=extra,
                              frame=running_frame(frame, OPTIMIZER_STEP_CODE))
         if closure is None:
-            self.log.put_slots(call.record.seq, "param_grad", self.names.gradients(optimizer_params(opt)))
+            self.log.put_slots(call.record.seq, "param_grad",
+                               self.names.gradients(optimizer_params(opt), given_names(opt)))
         else:  # .grad still holds the last step's: the closure computes this step's
             self._closure_steps = {s: o for s, o in self._closure_steps.items() if o is not opt}
             self._closure_steps[call.record.seq] = opt
@@ -476,8 +477,8 @@ class Recorder:
             self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
             no_grad = self.updates.after_step(opt, call.record.seq)
             # The step's result: the parameters it updated, as they are now.
-            self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt)), role="param",
-                           extra=no_grad)
+            self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt), given_names(opt)),
+                           role="param", extra=no_grad)
         self.steps.after_optimizer_step(opt)
         self._optimizer_steps_taken += 1
 
@@ -486,7 +487,8 @@ class Recorder:
         backward made, at the parameters the step started from (as a plain step's are)."""
         opt = self._closure_steps.pop(seq, None)
         if opt is not None:
-            self.log.put_slots(seq, "param_grad", self.names.gradients(optimizer_params(opt)))
+            self.log.put_slots(seq, "param_grad",
+                               self.names.gradients(optimizer_params(opt), given_names(opt)))
 
     # -- backward ------------------------------------------------------------------------
 

@@ -59,8 +59,8 @@ class ParamUpdates:
     def _no_grad(self, opt: Any) -> dict[str, Any]:
         """`no_grad` and `no_grad_count`, read after the step: an LBFGS closure computes
         the first gradients inside step()."""
-        names = self._recorder.names.parameter_names()
-        missing = [names.get(id(p), f"param[{i}]") for i, p in enumerate(params(opt)) if p.grad is None]
+        names, given = self._recorder.names.parameter_names(), given_names(opt)
+        missing = [names.get(id(p), given[i]) for i, p in enumerate(params(opt)) if p.grad is None]
         if not missing:
             return {}
         return {"no_grad": missing[:NO_GRAD_NAMES], "no_grad_count": len(missing)}
@@ -93,11 +93,12 @@ class ParamUpdates:
     def after_step(self, opt: Any, seq: int) -> dict[str, Any]:
         """Write the "update" slots of step call `seq`, each with its ratio; return the
         `extra` of the step's call (the parameters without a gradient)."""
-        self._write_updates(seq, self._before.pop(id(opt), []), self._over_cap.pop(id(opt), 0))
+        self._write_updates(seq, self._before.pop(id(opt), []), self._over_cap.pop(id(opt), 0),
+                            given_names(opt))
         return self._no_grad(opt)
 
     def _write_updates(self, seq: int, copies: list[tuple[int, torch.Tensor, torch.Tensor]],
-                       over_cap: int) -> None:
+                       over_cap: int, given: list[str]) -> None:
         if not copies:
             return
         names = self._recorder.names.parameter_names()  # after an LBFGS closure named them
@@ -108,7 +109,7 @@ class ParamUpdates:
                 # after - before, in the copy's own memory so a step never holds twice the
                 # budget; p + (-b) rounds exactly as p - b, in the parameter's dtype.
                 update = before.neg_().add_(p.detach())
-                pairs.append((names.get(id(p), f"param[{i}]"), update))
+                pairs.append((names.get(id(p), given[i] if i < len(given) else f"param[{i}]"), update))
         log = self._recorder.log
         slots, _ = log.slots.make(seq, "update", iter(pairs))
         out = []
@@ -125,6 +126,19 @@ class ParamUpdates:
 def params(opt: Any) -> list[torch.Tensor]:
     """The optimizer's parameters, group after group."""
     return [p for group in opt.param_groups for p in group["params"]]
+
+
+def given_names(opt: Any) -> list[str]:
+    """A name for each of `params(opt)` where no recorded model holds it (a torch.func
+    loop's own tensors): the one the script gave (`Adam(model.named_parameters())`), else
+    its place."""
+    out: list[str] = []
+    for group in opt.param_groups:
+        given = group.get("param_names") or ()
+        for j in range(len(group["params"])):
+            name = given[j] if j < len(given) else None
+            out.append(name if isinstance(name, str) else f"param[{len(out)}]")
+    return out
 
 
 def _lr(lr: Any) -> float | None:
