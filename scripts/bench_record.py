@@ -38,7 +38,9 @@ zero count keep LLVM from vectorising it: 132 us per 131k values against numpy's
 four passes; only sum and sum of squares fuse, worth ~2 ms a CNN step for a 40 MB
 dependency); a shorter GIL switch interval for the writer thread (0.5 ms instead of 5:
 everything on 3.57/3.56/3.26x with the default, 3.54/3.46/3.42x with it, interleaved runs);
-pausing the line tracer in library code (a no-op `sys.settrace` costs the CNN's forward and
+committing every 8 MiB instead of every MiB (fewer hand-overs of the GIL to the writer
+thread: everything on 4.02x -> 3.86x, within this VM's noise, and a bigger transaction shows
+up as training memory); pausing the line tracer in library code (a no-op `sys.settrace` costs the CNN's forward and
 backward nothing measurable and its Adam step +0.23 ms of 0.94). The floor here is Python:
 with summaries replaced by nothing, the bundled CNN still costs 2.0x in summary mode
 (~8 ms of hook work a step, ~130 hook entries: each a few dozen us on this VM); and the
