@@ -681,7 +681,7 @@ params = list(model.parameters())
 for it in range(5):
     x = torch.randn(16, 4)
     loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
-    grads = torch.autograd.grad(loss, params)
+    grads = torch.autograd.grad(loss, model.parameters())
     torch.save(grads, f"{sys.argv[1]}/grads{it}.pt")
     with torch.no_grad():
         for p, g in zip(params, grads):

@@ -539,6 +539,8 @@ class Recorder:
         if self.steps.pending is not None and not self._inside_backward():
             self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
         self._stop_if_done()
+        if not isinstance(inputs, torch.Tensor):
+            inputs = tuple(inputs)  # as torch does; a generator (model.parameters()) is read once
         create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
         trains = not (len(self.steps.optimizers) or create_graph or self._inside_backward())
         call = self._guard(self._open_backward, outputs, caller, "autograd.grad", trains)
