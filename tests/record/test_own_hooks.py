@@ -314,3 +314,65 @@ def test_a_forward_that_adds_a_hook_and_raises_raises_as_under_python(run_inproc
     code, run = run_inprocess(REGISTERS_THEN_RAISES, capture=NO_LINES)
     assert code == 0 and capsys.readouterr().out == _plain_stdout(tmp_path, REGISTERS_THEN_RAISES)
     assert [c.error for c in _calls(run, "M")] == [None, "ValueError: bad batch", None]
+
+
+HOOKED_FROM_INSIDE = """
+import copy, pickle
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_forward_hook
+
+def zero(module, args, out):
+    return out * 0
+
+class SelfHooking(nn.Module):  # hooks itself on its first forward
+    def __init__(self):
+        super().__init__()
+        self.lin, self.hooked = nn.Linear(2, 2), False
+
+    def forward(self, x):
+        if not self.hooked:
+            self.hooked = True
+            self.register_forward_hook(zero)
+        return self.lin(x)
+
+class GlobalHooking(nn.Module):  # registers a global hook inside its forward, once
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.seen = nn.Linear(2, 2), nn.Linear(2, 2), []
+
+    def forward(self, x):
+        if not self.seen:
+            register_module_forward_hook(lambda m, a, out: self.seen.append(type(m).__name__))
+        return self.b(self.a(x))
+
+import gc, weakref
+first = torch.ones(1, 2)
+m = SelfHooking()
+kept = weakref.ref(first)
+print(bool(m(first).abs().sum()))
+del first
+x = torch.ones(1, 2)
+print([bool(m(x).abs().sum()) for _ in range(2)])
+gc.collect()
+print("first call's input freed:", kept() is None)  # not held by the frame tvis noted
+hooks = list(copy.deepcopy(m)._forward_hooks.values())
+print([h is zero or h.__name__ for h in hooks], len(pickle.dumps(m)) > 0)
+g = GlobalHooking()
+g(x)
+print(g.seen)
+g(x)
+print(g.seen)
+"""
+
+
+def test_a_forward_hook_registered_inside_a_running_call_first_runs_on_the_next_call(run_inprocess, capsys,
+                                                                                     tmp_path):
+    """Without tvis torch calls a module with no hooks straight through and never reads a
+    hook registered during that call; tvis's global hooks must not make it run there."""
+    code, run = run_inprocess(HOOKED_FROM_INSIDE, capture=NO_LINES)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out == _plain_stdout(tmp_path, HOOKED_FROM_INSIDE)
+    assert out.splitlines()[:3] == ["True", "[False, False]", "first call's input freed: True"]
+    assert out.splitlines()[4] == "['Linear', 'Linear']"  # a and b, called after it was registered

@@ -93,6 +93,11 @@ class Interrupted(BaseException):
     SystemExit the script caught left the call open."""
 
 
+MODULE_CALL_CODE = torch.nn.Module._call_impl.__code__
+OPTIMIZER_STEP_CODE = torch.optim.Optimizer.profile_hook_step(lambda: None).__code__
+"""The code a module call and an optimizer step run in while their hooks run."""
+
+
 def running_frame(start: FrameType | None, code: CodeType, limit: int = 24) -> FrameType | None:
     """The innermost frame from `start` outward that runs `code`, if near."""
     frame = start
@@ -103,7 +108,8 @@ def running_frame(start: FrameType | None, code: CodeType, limit: int = 24) -> F
     return None
 
 
-def _on_stack(frame: FrameType, here: FrameType | None) -> bool:
+def on_stack(frame: FrameType, here: FrameType | None) -> bool:
+    """Whether `frame` is `here` or one of its callers: a call runs while its frame is."""
     while here is not None:
         if here is frame:
             return True
@@ -211,7 +217,7 @@ class CallLog:
         whatever reads the stack before opening a call (its phase, its names)."""
         stack = self._thread.stack
         framed = next((c for c in reversed(stack) if c.frame is not None), None)
-        if framed is None or _on_stack(framed.frame, here):  # type: ignore[arg-type]
+        if framed is None or on_stack(framed.frame, here):  # type: ignore[arg-type]
             return
         running = set()
         while here is not None:

@@ -19,8 +19,8 @@ module's `_forward_hooks` holds tvis's hook too, and so does a `copy.deepcopy(mo
 made then (the same hook object, which does nothing for any other module); pickling the
 module then stores an inert hook in tvis's place (loading it needs tvis installed). A
 script that clears the hooks in `forward` takes tvis's off too: the global hook closes the
-call then. (Older than this module, from tvis's hooks being global: torch never takes its
-no-hooks shortcut, so a hook registered inside `forward` runs for that same call.)
+call then. (tvis's hooks being global, torch never takes its no-hooks shortcut: what
+that would change for a hook registered inside `forward`, fast_path.py undoes.)
 
 Whether the call failed: torch runs the hooks registered with `always_call` (tvis's) when
 the forward or a hook raises an Exception, with the same arguments; the added hook tells

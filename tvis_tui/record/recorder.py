@@ -28,8 +28,10 @@ import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
 
 from tvis_tui.interrupts import pass_on_lost_interrupts
-from tvis_tui.record.calls import CallLog, OpenCall, call_phase, running_frame
+from tvis_tui.record.calls import (MODULE_CALL_CODE, OPTIMIZER_STEP_CODE, CallLog, OpenCall, call_phase,
+                                   running_frame)
 from tvis_tui.record.data import DataCapture
+from tvis_tui.record.fast_path import FastPath
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
 from tvis_tui.record.loop_head import LoopHead, loop_head
@@ -62,11 +64,6 @@ call them too; inside a loss module they are not recorded twice)."""
 class StopRecording(BaseException):
     """Raised from a hook once the last requested step has returned; the runner catches
     it. A BaseException so that the script's `except Exception` handlers let it pass."""
-
-
-MODULE_CALL_CODE = torch.nn.Module._call_impl.__code__
-OPTIMIZER_STEP_CODE = torch.optim.Optimizer.profile_hook_step(lambda: None).__code__
-"""The code a module call and an optimizer step run in while their hooks run (calls.py)."""
 
 
 _functorch_level = torch._C._functorch.maybe_current_level
@@ -157,6 +154,7 @@ class Recorder:
         self.modules_recorded = False  # whether --include/--exclude-modules left any module
         self._generation = forks.generation()
         self._reentry = _Reentry()
+        self._fast_path = FastPath(lambda: self._reentry.inside)
         self._unrecorded = _Unrecorded()
         self._undo: list[Callable[[], None]] = []
         self._scaled: tuple[weakref.ref, torch.Tensor] | None = None
@@ -178,6 +176,7 @@ class Recorder:
             optim.register_optimizer_step_post_hook(self._optimizer_post),
         ]
         self._undo.extend(h.remove for h in handles)
+        self._undo.append(self._fast_path.install())  # after tvis's own global hooks
         self._undo.append(self._after_own_hooks.remove_all)
         self._undo.append(self.grads.close)  # output hooks on tensors still alive go quiet
         self._undo.append(warning_sites.install())
@@ -332,6 +331,7 @@ class Recorder:
 
     @_untraced
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
+        self._fast_path.call_starts(module, sys._getframe(1))
         if not self._active():
             if _functorch_level() is not None and self.in_recording_process():
                 self.warn(FUNC_TRANSFORM_NOTE)
@@ -375,6 +375,7 @@ class Recorder:
 
     @_untraced
     def _module_post(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
+        self._fast_path.call_ends(module)
         if not self._active():
             return
         if self._after_own_hooks.closes(module):
