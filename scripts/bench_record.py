@@ -60,6 +60,7 @@ from __future__ import annotations
 import argparse
 import os
 import runpy
+import shutil
 import statistics
 import sys
 import tempfile
@@ -233,9 +234,15 @@ def run_recorded(script: Path, steps: int, out: str, capture: CaptureOptions) ->
     t = Timings([s.extra["wall_ns"] / 1e9 for s in rec[1:]],
                 [s.phase_ns.get("forward", 0) / 1e9 for s in rec[1:]],
                 [s.phase_ns.get("backward", 0) / 1e9 for s in rec[1:]])
-    return Recorded(intervals, t, stored / max(len(rec), 1),
-                    [s.extra["tvis_overhead_ns"] / 1e9 for s in rec[1:]],
-                    [s.last_seq - s.first_seq + 1 for s in rec[1:]], backlog.growth_per_step())
+    result = Recorded(intervals, t, stored / max(len(rec), 1),
+                      [s.extra["tvis_overhead_ns"] / 1e9 for s in rec[1:]],
+                      [s.last_seq - s.first_seq + 1 for s in rec[1:]], backlog.growth_per_step())
+    # Gone, and the disk settled, before the next run: the kernel writing back this run's
+    # pages (~450 MiB with everything on) would run during the next one, which then read
+    # slower than everything-on on some runs (Dec 2026).
+    shutil.rmtree(run)
+    os.sync()
+    return result
 
 
 def median_ms(values: list[float]) -> float:
