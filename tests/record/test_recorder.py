@@ -736,3 +736,27 @@ for _ in range(2):
         ("output", "grads[0]", (4, 2))]
     losses = [c for c in calls if c.name == "backward"]
     assert steps[0].loss == pytest.approx(run.slots(losses[0].seq)[0].stats.mean)
+
+
+def test_autograd_grad_inputs_in_each_form_torch_takes(run_inprocess, capsys):
+    """A dict of named tensors (torch returns a dict then), a GradientEdge, a generator."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.autograd.graph import get_gradient_edge
+
+model = nn.Linear(3, 1)
+x = torch.randn(4, 3, requires_grad=True)
+h = x * 2
+loss = model(h).pow(2).mean()
+named = torch.autograd.grad(loss, dict(model.named_parameters()), retain_graph=True)
+print(sorted(named), [tuple(g.shape) for g in named.values()])
+edge, = torch.autograd.grad(loss, get_gradient_edge(h), retain_graph=True)
+print(tuple(edge.shape))
+print(len(torch.autograd.grad(loss, model.parameters())))
+""")
+    assert code == 0
+    assert capsys.readouterr().out == "['bias', 'weight'] [(1, 3), (1,)]\n(4, 3)\n2\n"
+    calls = [c for c in _calls(run) if c.name == "autograd.grad"]
+    assert [sorted(s.path for s in run.slots(c.seq) if s.role != "input") for c in calls] == [
+        ["Linear.bias", "Linear.weight"], ["grads[0]"], ["Linear.bias", "Linear.weight"]]

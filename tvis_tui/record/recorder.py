@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -540,7 +540,7 @@ class Recorder:
         if self.steps.pending is not None and not self._inside_backward():
             self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
         self._stop_if_done()
-        if not isinstance(inputs, torch.Tensor):
+        if isinstance(inputs, Iterator):
             inputs = tuple(inputs)  # as torch does; a generator (model.parameters()) is read once
         create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
         trains = not (len(self.steps.optimizers) or create_graph or self._inside_backward())
@@ -563,7 +563,10 @@ class Recorder:
         the others its outputs."""
         if self.log.innermost(call.owner) is None:
             return
-        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+        if isinstance(inputs, dict):  # then torch returns a dict too
+            inputs, grads = inputs.values(), grads.values()
+        elif isinstance(inputs, (torch.Tensor, torch.autograd.graph.GradientEdge)):
+            inputs = (inputs,)
         names = self.names.parameter_names()
         named = [(names.get(id(x)), g) for x, g in zip(inputs, grads)]
         self.log.close(call, ended, ((f"grads[{i}]", g) for i, (name, g) in enumerate(named)
