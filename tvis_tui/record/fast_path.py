@@ -73,21 +73,22 @@ class FastPath:
         self._mine = mine
         self._running = _Running()
 
-    def call_starts(self, module: torch.nn.Module, here: FrameType) -> None:
-        """From tvis's global pre-hook (tvis's own global hooks are one of each kind)."""
+    def call_starts(self, module: torch.nn.Module, frame: FrameType | None) -> None:
+        """From tvis's global pre-hook, with the frame the call runs in (tvis's own global
+        hooks are one of each kind)."""
+        if frame is None:  # not run by Module._call_impl: nothing to emulate
+            return
         calls = self._running.calls
-        while calls and not on_stack(calls[-1][1], here):
+        while calls and not on_stack(calls[-1][1], frame):
             calls.pop()  # left by an exception no hook saw (a Ctrl-C the script caught)
         if self._running.wrappers:  # a call that ended has run all its hooks by now
-            self._running.wrappers = [w for w in self._running.wrappers if w.forget_ended(here)]
+            self._running.wrappers = [w for w in self._running.wrappers if w.forget_ended(frame)]
         if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
                 or module._backward_pre_hooks or len(module_module._global_forward_hooks) > 1
                 or len(module_module._global_forward_pre_hooks) > 1
                 or module_module._global_backward_hooks or module_module._global_backward_pre_hooks):
             return
-        frame = _calling_frame(here)
-        if frame is not None:
-            calls.append((id(module), frame))
+        calls.append((id(module), frame))
 
     def call_ends(self, module: torch.nn.Module) -> None:
         """From tvis's global forward hook: the frame is let go as the call ends."""

@@ -331,15 +331,17 @@ class Recorder:
 
     @_untraced
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> None:
-        self._fast_path.call_starts(module, sys._getframe(1))
+        here = sys._getframe(1)
+        running = running_frame(here, MODULE_CALL_CODE)  # the frame this call runs in
+        self._fast_path.call_starts(module, running)
         if not self._active():
             if _functorch_level() is not None and self.in_recording_process():
                 self.warn(FUNC_TRANSFORM_NOTE)
             return
         self._stop_if_done()
-        self._guard(self._open_module, module, args, sys._getframe(1))
+        self._guard(self._open_module, module, args, here, running)
 
-    def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any) -> None:
+    def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any, running: Any) -> None:
         self.log.close_left(frame)
         stack = self.log.stack
         enclosing_root = self._enclosing_root(stack)
@@ -359,8 +361,7 @@ class Recorder:
             self.warn(f"{opaque}: the calls inside it were not recorded (its own inputs and outputs were)")
         call = self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
-                             inputs=leaves(args, "args"), root=root, criterion=criterion,
-                             frame=running_frame(frame, MODULE_CALL_CODE))
+                             inputs=leaves(args, "args"), root=root, criterion=criterion, frame=running)
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()
         self._after_own_hooks.enter(module, call)
