@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -103,20 +103,25 @@ class ModuleNames:
             self._params, self._param_key = params, key
         return self._params
 
-    def gradients(self, params: Iterable[torch.Tensor], given: Sequence[str] = ()
+    def names_of(self, params: Sequence[torch.Tensor], given: Sequence[str] = ()) -> list[str]:
+        """Each parameter's name: its model's (`Root.layer.weight`), else `given` (by
+        position: what the script called it for its optimizer, updates.given_names), else
+        its place, `param[i]`."""
+        names = self.parameter_names()
+        return [names.get(id(p)) or (given[i] if i < len(given) else f"param[{i}]") for i, p in enumerate(params)]
+
+    def gradients(self, params: Sequence[torch.Tensor], given: Sequence[str] = ()
                   ) -> Iterator[tuple[str, torch.Tensor]]:
-        """(parameter name, .grad) for the parameters that have a gradient; `given`: names
-        for those no recorded model holds (updates.given_names), by position."""
+        """(parameter name, .grad) for the parameters that have a gradient."""
         for name, p in self.with_gradients(params, given):
             yield name, p.grad  # type: ignore[misc]
 
-    def with_gradients(self, params: Iterable[torch.Tensor], given: Sequence[str] = ()
+    def with_gradients(self, params: Sequence[torch.Tensor], given: Sequence[str] = ()
                        ) -> Iterator[tuple[str, torch.Tensor]]:
         """(parameter name, parameter) for those with a gradient: the ones a step updates."""
-        names = self.parameter_names()
-        for i, p in enumerate(params):
+        for name, p in zip(self.names_of(params, given), params):
             if p.grad is not None:
-                yield names.get(id(p), given[i] if i < len(given) else f"param[{i}]"), p
+                yield name, p
 
     def roots(self) -> list[torch.nn.Module]:
         """Root models seen so far and still alive (for naming their parameters)."""

@@ -460,8 +460,7 @@ class Recorder:
                              def_site=self.sites.def_site(type(opt), "step"), extra=extra,
                              frame=running_frame(frame, OPTIMIZER_STEP_CODE))
         if closure is None:
-            self.log.put_slots(call.record.seq, "param_grad",
-                               self.names.gradients(optimizer_params(opt), given_names(opt)))
+            self.log.put_slots(call.record.seq, "param_grad", self._gradients(opt))
         else:  # .grad still holds the last step's: the closure computes this step's
             self._closure_steps = {s: o for s, o in self._closure_steps.items() if o is not opt}
             self._closure_steps[call.record.seq] = opt
@@ -484,13 +483,16 @@ class Recorder:
         self.steps.after_optimizer_step(opt)
         self._optimizer_steps_taken += 1
 
+    def _gradients(self, opt: Any) -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, .grad) of the optimizer's parameters that have one."""
+        return self.names.gradients(optimizer_params(opt), given_names(opt))
+
     def _put_closure_gradients(self, seq: int) -> None:
         """The `param_grad` of a step taken with a closure: the gradients its first
         backward made, at the parameters the step started from (as a plain step's are)."""
         opt = self._closure_steps.pop(seq, None)
         if opt is not None:
-            self.log.put_slots(seq, "param_grad",
-                               self.names.gradients(optimizer_params(opt), given_names(opt)))
+            self.log.put_slots(seq, "param_grad", self._gradients(opt))
 
     # -- backward ------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import runpy
 TVIS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 """The folder of the tvis_tui package: a file under it is tvis's."""
 
+
 def is_tvis_file(name: str) -> bool:
     """Whether a code object's file name is tvis's."""
     return name.startswith(TVIS_DIR)

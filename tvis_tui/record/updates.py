@@ -59,8 +59,9 @@ class ParamUpdates:
     def _no_grad(self, opt: Any) -> dict[str, Any]:
         """`no_grad` and `no_grad_count`, read after the step: an LBFGS closure computes
         the first gradients inside step()."""
-        names, given = self._recorder.names.parameter_names(), given_names(opt)
-        missing = [names.get(id(p), given[i]) for i, p in enumerate(params(opt)) if p.grad is None]
+        ps = params(opt)
+        missing = [name for name, p in zip(self._recorder.names.names_of(ps, given_names(opt)), ps)
+                   if p.grad is None]
         if not missing:
             return {}
         return {"no_grad": missing[:NO_GRAD_NAMES], "no_grad_count": len(missing)}
@@ -93,15 +94,15 @@ class ParamUpdates:
     def after_step(self, opt: Any, seq: int) -> dict[str, Any]:
         """Write the "update" slots of step call `seq`, each with its ratio; return the
         `extra` of the step's call (the parameters without a gradient)."""
-        self._write_updates(seq, self._before.pop(id(opt), []), self._over_cap.pop(id(opt), 0),
-                            given_names(opt))
+        self._write_updates(seq, self._before.pop(id(opt), []), self._over_cap.pop(id(opt), 0), opt)
         return self._no_grad(opt)
 
     def _write_updates(self, seq: int, copies: list[tuple[int, torch.Tensor, torch.Tensor]],
-                       over_cap: int, given: list[str]) -> None:
+                       over_cap: int, opt: Any) -> None:
         if not copies:
             return
-        names = self._recorder.names.parameter_names()  # after an LBFGS closure named them
+        # Named now, after an LBFGS closure's model call named them.
+        names = self._recorder.names.names_of(params(opt), given_names(opt))
         pairs = []
         with torch.no_grad():
             before_norms = _norms([before for _, _, before in copies])
@@ -109,7 +110,7 @@ class ParamUpdates:
                 # after - before, in the copy's own memory so a step never holds twice the
                 # budget; p + (-b) rounds exactly as p - b, in the parameter's dtype.
                 update = before.neg_().add_(p.detach())
-                pairs.append((names.get(id(p), given[i] if i < len(given) else f"param[{i}]"), update))
+                pairs.append((names[i], update))
         log = self._recorder.log
         slots, _ = log.slots.make(seq, "update", iter(pairs))
         out = []
