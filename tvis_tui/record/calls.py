@@ -179,9 +179,9 @@ class CallLog:
              call_site: Site | None, def_site: Site | None, inputs: Iterator[tuple[str, Any]] = iter(()),
              root: Any = None, extra: dict[str, Any] | None = None,
              transparent: bool = False, criterion: bool = False, frame: FrameType | None = None) -> OpenCall:
-        """`frame`: the frame the call runs in, for a call that a hook closes."""
+        """`frame`: the frame the call runs in, for a call that a hook closes. The caller
+        has closed the calls left open (`close_left`) before reading the stack."""
         stack = self._thread.stack
-        self.close_left(sys._getframe(1))
         parent = stack[-1].record if stack else None
         seq = next(self._seq)
         self.last_seq = max(self.last_seq, seq)
@@ -213,8 +213,8 @@ class CallLog:
         """Close the calls whose frame is not among `here` and its callers: an exception no
         hook saw left them (a Ctrl-C the script caught, to save a checkpoint and evaluate,
         say). Left open, every later call would nest in them. Closed with that exception
-        while the script handles it, else with `Interrupted`. `open` calls it; so does
-        whatever reads the stack before opening a call (its phase, its names)."""
+        while the script handles it, else with `Interrupted`. Every opener calls it first,
+        before it reads the stack (its phase, its names, the parent)."""
         stack = self._thread.stack
         framed = next((c for c in reversed(stack) if c.frame is not None), None)
         if framed is None or on_stack(framed.frame, here):  # type: ignore[arg-type]

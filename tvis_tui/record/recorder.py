@@ -499,6 +499,7 @@ class Recorder:
     def _backward(self, original: Callable[..., Any], tensors: Any, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling() or not self._active():
             return original(tensors, *args, **kwargs)
+        self._guard(self.log.close_left, sys._getframe(1))
         if self.steps.pending is not None and not self._inside_backward():
             self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
         self._stop_if_done()
@@ -540,6 +541,7 @@ class Recorder:
         if (torch.compiler.is_compiling() or not self._active()
                 or self.sites.user_path(caller.f_code.co_filename) is None):
             return original(outputs, inputs, *args, **kwargs)
+        self._guard(self.log.close_left, caller)
         if self.steps.pending is not None and not self._inside_backward():
             self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
         self._stop_if_done()
@@ -629,6 +631,7 @@ class Recorder:
     def _next_batch(self, original: Callable[..., Any], iterator: Any) -> Any:
         if torch.compiler.is_compiling() or not self._active():
             return original(iterator)
+        self._guard(self.log.close_left, sys._getframe(1))
         if self.steps.pending is not None and self.steps.fed_by(id(iterator)):
             self._guard(self.steps.end_pending)  # the next batch: its loop head went unseen
         self._stop_if_done()
