@@ -127,7 +127,7 @@ class CallTree(ScrollView, can_focus=True):
         row, on_cursor = self.rows[index], index == self.cursor
         key = (id(row), on_cursor, width)
         drawn = self._drawn.get(key)
-        if drawn is None or drawn[0] is not row:  # the row is kept: its id stays its own
+        if drawn is None:  # the cache holds the row too: no other row can take its id
             drawn = (row, self._draw(row, on_cursor, width))
             self._drawn.set(key, drawn)
         return drawn[1]
