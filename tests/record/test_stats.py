@@ -138,3 +138,24 @@ def test_small_float64_tensors_past_the_square_range_still_summarize():
     stats = summarize(torch.tensor([1e200, -1e200], dtype=torch.float64), max_bytes=0).stats
     assert (stats.min, stats.max, stats.mean) == (-1e200, 1e200, 0.0)
     assert stats.std == math.inf  # as the numpy path gives it: its squares overflow
+
+
+@pytest.mark.filterwarnings("ignore:Sparse")
+def test_a_sparse_tensor_summarizes_as_its_dense_form():
+    # An nn.Embedding(sparse=True) gradient: hybrid COO, rows indexed, a duplicate index.
+    grad = torch.sparse_coo_tensor(torch.tensor([[1, 4, 1]]), torch.tensor([[1.0, -2.0], [3.0, 0.5], [1.0, 0.0]]),
+                                   size=(6, 2))
+    sparse, dense = summarize(grad, max_bytes=1 << 20), summarize(grad.to_dense(), max_bytes=1 << 20)
+    assert sparse.stats == dense.stats and sparse.stats.zeros == 8  # 4 implicit rows, one stored zero
+    assert sparse.stats.min == -2.0 and sparse.stats.max == 3.0
+    assert (sparse.shape, sparse.hist, sparse.values) == (dense.shape, dense.hist, dense.values)
+    csr = torch.tensor([[0.0, 2.0], [0.0, 0.0]]).to_sparse_csr()
+    assert summarize(csr, max_bytes=0).stats.zeros == 3
+
+
+def test_a_sparse_tensor_too_large_to_copy_dense_has_no_statistics(monkeypatch):
+    from tvis_tui.record import stats
+    monkeypatch.setattr(stats, "SPARSE_DENSE_BYTES", 16)
+    grad = torch.sparse_coo_tensor(torch.tensor([[1]]), torch.tensor([2.0]), size=(8,))
+    summary = summarize(grad, max_bytes=1 << 20)
+    assert summary.shape == (8,) and summary.stats is None and summary.values is None

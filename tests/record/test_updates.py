@@ -239,6 +239,30 @@ torch.save(grads, {str(expected)!r})
             np.testing.assert_allclose(run.values(step.seq, slot), grad.numpy(), rtol=1e-6, atol=1e-7)
 
 
+def test_a_sparse_embedding_gradient_has_statistics(run_inprocess, tmp_path):
+    expected = tmp_path / "grads.pt"
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+torch.manual_seed(0)
+emb = nn.Embedding(10, 3, sparse=True)
+opt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+grads = []
+for step in range(2):
+    opt.zero_grad()
+    emb(torch.tensor([[1, 2, 2]])).pow(2).sum().backward()
+    grads.append(emb.weight.grad.to_dense())
+    opt.step()
+torch.save(grads, {str(expected)!r})
+""")
+    assert code == 0
+    for step, grad in zip(_steps(run), torch.load(expected)):
+        slot = run.slots(step.seq, "param_grad")[0]
+        assert slot.path == "Embedding.weight" and slot.shape == (10, 3)
+        assert slot.stats.zeros == 24 and slot.stats.norm == pytest.approx(float(grad.norm()))
+        np.testing.assert_array_equal(run.values(step.seq, slot), grad.numpy())
+
+
 def test_a_step_without_a_closure_updates_only_parameters_with_a_gradient(run_inprocess):
     code, run = run_inprocess("""
 import torch

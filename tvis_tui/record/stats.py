@@ -83,10 +83,10 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
     device, requires_grad = str(t.device), t.requires_grad
     if t.is_nested:  # no values kept: a grid of ragged rows has no cells to show them in
         x, host = _nested_values(t), None
-    elif t.is_meta or t.layout != torch.strided or t.is_quantized:
+    elif t.is_meta or t.is_quantized or (t.layout != torch.strided and not _densifiable(t)):
         return Summary(shape, dtype, device, requires_grad, None, (), None, None, None, None)
     else:
-        x = t.detach()
+        x = t.detach() if t.layout == torch.strided else t.detach().to_dense()
         host = _host_values(x, max_bytes)
     if x.is_complex():
         stats, hist, lo, hi = _complex_stats(x), (), None, None
@@ -94,6 +94,20 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
         stats, hist, lo, hi = _real_stats(x, histogram)
     values_dtype, values = _values(host)
     return Summary(shape, dtype, device, requires_grad, stats, hist, lo, hi, values_dtype, values)
+
+
+SPARSE_DENSE_BYTES = 64 << 20
+"""A sparse tensor (an `nn.Embedding(sparse=True)` weight's gradient) is summarized in its
+dense form, implicit zeros included, up to this size: its statistics then read as a dense
+gradient's would. Past it, copying it dense costs more than a summary should."""
+
+
+def _densifiable(t: torch.Tensor) -> bool:
+    return t.layout in _SPARSE_LAYOUTS and t.numel() * t.element_size() <= SPARSE_DENSE_BYTES
+
+
+_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                   torch.sparse_bsc)
 
 
 def shape_of(t: torch.Tensor) -> tuple[int, ...]:
