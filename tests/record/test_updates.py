@@ -385,3 +385,25 @@ opt_extra.step()
     for role in ("param_grad", "update", "param"):
         assert [s.path for s in run.slots(adam.seq, role)] == ["0.weight", "0.bias", "2.weight", "2.bias"]
         assert [s.path for s in run.slots(sgd.seq, role)] == ["param[0]"]
+
+
+def test_a_complex_parameter_has_an_update_ratio(run_inprocess, tmp_path):
+    expected = tmp_path / "ratios.pt"
+    code, run = run_inprocess(f"""
+import torch
+torch.manual_seed(0)
+w = torch.nn.Parameter(torch.randn(5, dtype=torch.cfloat))
+opt = torch.optim.SGD([w], lr=0.1)
+ratios = []
+for step in range(2):
+    opt.zero_grad()
+    (w * w.conj()).real.sum().backward()
+    before = w.detach().clone()
+    opt.step()
+    ratios.append(float((w.detach() - before).norm() / before.norm()))
+torch.save(ratios, {str(expected)!r})
+""")
+    assert code == 0
+    for step, ratio in zip(_steps(run), torch.load(expected)):
+        update = run.slots(step.seq, "update")[0]
+        assert update.dtype == "complex64" and update.ratio == pytest.approx(ratio, rel=1e-5)

@@ -151,7 +151,8 @@ def _lr(lr: Any) -> float | None:
 def _norms(tensors: list[torch.Tensor]) -> list[float | None]:
     """L2 norms of the finite values, in float32 (float64 for float64) like stats.py.
     Read with one wait per device rather than one per parameter (on CUDA every read waits
-    for all queued work). None for an empty, complex or all-zero tensor."""
+    for all queued work). A complex tensor's is its real and imaginary parts'. None for an
+    empty or all-zero tensor."""
     squares = [_square(t) for t in tensors]
     out: list[float | None] = [None] * len(squares)
     by_device: dict[torch.device, list[int]] = {}
@@ -172,14 +173,19 @@ def _norms(tensors: list[torch.Tensor]) -> list[float | None]:
 def _square(t: torch.Tensor) -> torch.Tensor | None:
     """The squared L2 norm as a 0-d tensor on t's device, not read yet: a reduction, no
     copy of t on the device."""
-    if t.is_complex() or t.numel() == 0:
+    if t.numel() == 0:
         return None
-    f = as_float(t).reshape(-1)
+    f = as_float(_real_view(t)).reshape(-1)
     return torch.dot(f, f)
+
+
+def _real_view(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its (real, imaginary) pairs, a view; others as they are."""
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
 
 
 def _finite_square(t: torch.Tensor) -> float:
     """The squared norm of t's finite values, computed on the host (rare: a diverged run)."""
-    f = as_float(t.detach().cpu()).reshape(-1)
+    f = as_float(_real_view(t.detach().cpu())).reshape(-1)
     f = f[torch.isfinite(f)]
     return torch.dot(f, f).item() if f.numel() else math.nan
