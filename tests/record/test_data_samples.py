@@ -491,3 +491,32 @@ for batch in DataLoader(["a cat sat", "a dog"], batch_size=2, collate_fn=collate
     (call,) = S.batches(run)[0]["tokens"]
     assert call["text"] == ["a cat sat", "a dog"] and call["ids"] == [1, 2, 3, 1, 4, 0]
     assert call["shape"] == [2, 3] and call["n_ids"] == 6
+
+
+def test_class_names_of_a_dataset_inside_concat_and_split_wrappers(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, random_split
+torch.manual_seed(0)
+
+class Shapes(Dataset):
+    classes = ["circle", "square", "star"]
+    def __len__(self):
+        return 6
+    def __getitem__(self, i):
+        return torch.full((4,), float(i)), i % 3
+
+both = ConcatDataset([Shapes(), Shapes()])
+train, _ = random_split(both, [8, 4], generator=torch.Generator().manual_seed(1))
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in DataLoader(Subset(train, range(4)), batch_size=4):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    pred = S.all_predictions(run)[0]
+    assert pred["names"] is True
+    assert {s["target"] for s in pred["samples"]} <= {"circle", "square", "star"}
+    assert all(top[0] in ("circle", "square", "star") for s in pred["samples"] for top in s["top"])

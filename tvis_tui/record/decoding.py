@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import inspect
 from types import FrameType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -76,13 +76,23 @@ def names_of(obj: Any, depth: int = 0) -> list[str] | None:
         names = names_of(config, depth + 1)
         if names:
             return names
-    for attr in WRAPPED if depth < 3 else ():
+    for inner in _wrapped(obj) if depth < 4 else ():
+        names = names_of(inner, depth + 1)
+        if names:
+            return names
+    return None
+
+
+def _wrapped(obj: Any) -> Iterator[Any]:
+    """The datasets `obj` wraps: a Subset's (random_split's), a sampler's, each part of a
+    ConcatDataset in turn."""
+    for attr in WRAPPED:
         inner = _static(obj, attr)
         if inner is not None and inner is not obj:
-            names = names_of(inner, depth + 1)
-            if names:
-                return names
-    return None
+            yield inner
+    parts = _static(obj, "datasets")
+    if isinstance(parts, (list, tuple)):
+        yield from (part for part in parts if part is not obj)
 
 
 def user_frames(frame: FrameType | None, is_user_file: Callable[[str], bool]) -> list[FrameType]:
