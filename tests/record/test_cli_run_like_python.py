@@ -3,6 +3,7 @@ wrong is a one-line message, with the run kept where there is one."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from .helpers import tvis_cli, tvis_env, write_script
 from tvis_tui.record import runner
-from tvis_tui.store import RunReader
+from tvis_tui.store import RunReader, layout
 from tvis_tui.store.writer import RunWriter
 
 ENTRY_POINT = shutil.which("tvis", path=str(Path(sys.executable).parent))
@@ -234,29 +235,40 @@ def test_a_training_thread_ends_quietly_at_the_step_limit(tmp_path):
 def test_store_write_failures_are_reported_and_training_goes_on(tmp_path, monkeypatch, capsys):
     script = write_script(tmp_path, """
         import torch
-        net = torch.nn.Linear(2, 1)
+        net = torch.nn.Linear(500, 500)  # a 1 MB gradient, stored: a commit each step
         for _ in range(3):
-            net(torch.ones(3, 2)).sum().backward()
+            net(torch.ones(3, 500)).sum().backward()
         print('trained')
     """)
     commit = RunWriter._commit
     commits = []
 
     def full_disk(self):
+        # The run's start is on disk; then the disk is full: only small metadata fits.
         commits.append(1)
-        if len(commits) > 2:  # the run's start is on disk; then the disk is full
+        if len(commits) > 2 and any(db != layout.META for db, _, _ in self._pending):
             self._pending.clear()
             raise lmdb.Error("mdb_txn_commit: No space left on device")
         commit(self)
     monkeypatch.setattr(RunWriter, "_commit", full_disk)
+    monkeypatch.setattr(runner.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
     monkeypatch.chdir(tmp_path)
     status = runner.record(runner.Target(str(script), ()), runner.Options(out_dir="runs", name="f"))
     out, err = capsys.readouterr()
     assert status == 0 and out == "trained\n"
     warning, saved = err.splitlines()[-2:]
-    assert warning.startswith("tvis: warning: the run is incomplete: ")
-    assert warning.endswith("Error: mdb_txn_commit: No space left on device")
-    assert saved.startswith("tvis: recorded 3 steps (ok)")
+    # The commits that failed alike during the run: one message, the failures counted.
+    assert re.fullmatch(r"tvis: warning: the run is incomplete: store write failed: Error: mdb_txn_commit: "
+                        r"No space left on device \(\d+ writes failed\); the disk holding runs/f is full "
+                        r"\(1\.0 MiB free\)", warning), warning
+    assert saved == "tvis: recorded 3 steps (ok), 0 of them stored; run saved to runs/f"
+    with RunReader(tmp_path / "runs" / "f") as run:
+        meta = run.meta()
+    # The final metadata alone was written when the last records did not fit.
+    assert (meta["status"], meta["incomplete"]) == ("ok", True)
+    # The listing counts what the store holds, not what the recorder saw, and says why.
+    listed = tvis_cli("ls", "runs", cwd=tmp_path).stdout.splitlines()[1].split()
+    assert listed[-2:] == ["ok,", "incomplete"] and listed[4] == "0", listed
 
 
 def test_include_patterns_that_match_nothing_are_warned_about(tmp_path):

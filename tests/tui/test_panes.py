@@ -485,6 +485,14 @@ async def test_a_stopped_run_says_why_it_stopped(tmp_path):
             assert f"no exception: the run was stopped ({reason})" in _notices(pilot)
 
 
+async def test_a_run_with_failed_writes_says_its_store_is_incomplete(tmp_path):
+    _two_calls(tmp_path / "full", status="ok", incomplete=True)
+    async with opened(tmp_path / "full", 1) as pilot:
+        assert "[ok: store incomplete]" in screen_text(pilot.app).splitlines()[-2]
+    async with opened(tmp_path) as pilot:
+        assert "ok, incomplete" in screen_text(pilot.app)
+
+
 async def test_help_opens_from_the_run_list_and_the_step_view_too(runs_dir, healthy_run):
     async with opened(runs_dir) as pilot:
         await press(pilot, "question_mark")

@@ -28,7 +28,9 @@ from tvis_tui.record.calls import first_line
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder, StopRecording
+from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.tvis_frames import is_runpy_file, is_tvis_file
+from tvis_tui.store.reader import RunReader
 from tvis_tui.store.records import Site
 from tvis_tui.store.runs import claim_run_path
 from tvis_tui.store.writer import RunWriter
@@ -127,7 +129,7 @@ def record(target: Target, options: Options) -> int:
         _execute(target, script, outcome, recorder)
     finally:
         steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
-    _report(outcome, path, steps, recorder.warnings, recorder.writer.errors)
+    _report(outcome, path, steps, recorder.warnings, recorder.writer)
     if outcome.status == "stopped":  # by Ctrl-C, the one way a run here stops
         raise KeyboardInterrupt  # the CLI ends the process as python would (cli.py)
     return outcome.exit_status
@@ -310,24 +312,51 @@ SHOWN_WARNINGS = 3
 """Recording warnings printed at the end; all of them are in the run's metadata."""
 
 
+LOW_SPACE_BYTES = 256 << 20
+"""Free space under which a failed write is put down to a full disk in the report."""
+
+
 def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
-            write_errors: list[str]) -> None:
+            writer: WriterThread) -> None:
     where = _display(str(path))
     for warning in warnings[:SHOWN_WARNINGS]:
         print(f"tvis: warning: {warning}", file=sys.stderr)
     if len(warnings) > SHOWN_WARNINGS:
         print(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata "
               "(tvis export RUN)", file=sys.stderr)
-    if write_errors:
-        print(f"tvis: warning: the run is incomplete: {write_errors[0]}"
-              f"{f' (and {len(write_errors) - 1} more write errors)' if len(write_errors) > 1 else ''}",
-              file=sys.stderr)
+    stored = ""
+    if writer.errors:
+        print(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}", file=sys.stderr)
+        stored = f", {_stored_steps(path)} of them stored"
     if outcome.summary is not None:
         print(f"tvis: {outcome.summary} (run saved to {where})", file=sys.stderr)
     else:
         noun = "step" if steps == 1 else "steps"
-        print(f"tvis: recorded {steps} {noun} ({outcome.status}); run saved to {where}",
+        print(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}; run saved to {where}",
               file=sys.stderr)
+
+
+def _write_failures(writer: WriterThread, path: Path) -> str:
+    """The first write error, how many writes failed, and the free space where it is low
+    (LMDB reports a full disk as ENOSPC or, on some file systems, EIO)."""
+    text = writer.errors[0]
+    if writer.failed_writes > 1:
+        text += f" ({writer.failed_writes} writes failed)"
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return text
+    if free < LOW_SPACE_BYTES:
+        text += f"; the disk holding {_display(str(path))} is full ({free / 2**20:.1f} MiB free)"
+    return text
+
+
+def _stored_steps(path: Path) -> int | str:
+    try:
+        with RunReader(path) as reader:
+            return reader.complete_steps()
+    except Exception:  # the store itself unreadable: the warning above says why
+        return "none"
 
 
 def _command(target: Target, options: Options) -> list[str]:

@@ -27,6 +27,7 @@ MAX_HELD_BYTES = 256 << 20
 """Bytes handed to the writer thread at most before hooks wait for it."""
 
 MAX_ERRORS = 10
+"""Distinct write errors kept (all failures are counted)."""
 
 _Commit = tuple[list[tuple[bytes, bytes, bytes]], int]
 _Deferred = tuple[Callable[..., Any], tuple]
@@ -41,7 +42,8 @@ class WriterThread:
         self._writer = writer
         # Unbounded: the bytes it holds are bounded by the hooks' wait.
         self._queue: queue.Queue[_Commit | _Deferred | None] = queue.Queue()
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # distinct messages, in the order first seen
+        self.failed_writes = 0
         self._held = 0  # bytes handed over and not yet written, under _caught_up
         self._caught_up = threading.Condition()  # notified as each commit is written
         self._thread = threading.Thread(target=self._drain, name="tvis-writer", daemon=True)
@@ -74,8 +76,11 @@ class WriterThread:
                     self._caught_up.notify_all()
 
     def _failed(self, exc: Exception) -> None:
-        if len(self.errors) < MAX_ERRORS:
-            self.errors.append(f"store write failed: {type(exc).__name__}: {exc}")
+        # A full disk fails every commit after the first alike: one message, counted.
+        self.failed_writes += 1
+        message = f"store write failed: {type(exc).__name__}: {exc}"
+        if message not in self.errors and len(self.errors) < MAX_ERRORS:
+            self.errors.append(message)
 
     def _apply(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         try:
@@ -131,4 +136,5 @@ class WriterThread:
         self._writer.hand_commits_to(None)
         if self.errors:
             final_meta["warnings"] = [*final_meta.get("warnings", []), *self.errors]
+            final_meta["incomplete"] = True
         self._writer.close(**final_meta)

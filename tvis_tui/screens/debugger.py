@@ -25,7 +25,7 @@ from tvis_tui.screens.call_view import CallViewLoader
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.screens.stepping_keys import STEPPING_BINDINGS, SteppingActions
 from tvis_tui.store import CallRecord, RunReader
-from tvis_tui.store.runs import run_status, stop_reason
+from tvis_tui.store.runs import incomplete_reason, run_status, stop_reason
 from tvis_tui.widgets.call_rows import CallRows
 from tvis_tui.widgets.call_tree import CallTree
 from tvis_tui.widgets.inspector import Inspector
@@ -140,8 +140,8 @@ class DebuggerScreen(SteppingActions, Screen):
         self.query_one(SourcePane).show(site.file if site else "", message.source, site.line if site else 0,
                                         message.line_shapes)
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
-        reason = stop_reason(self.meta)
-        status = f"{self.status}: {reason}" if reason else self.status
+        reasons = [r for r in (stop_reason(self.meta), incomplete_reason(self.meta)) if r]
+        status = f"{self.status}: {', '.join(reasons)}" if reasons else self.status
         self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, status)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

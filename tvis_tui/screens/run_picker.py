@@ -110,7 +110,7 @@ def _cells(run: RunSummary) -> list[Text]:
     if run.status == UNREADABLE:
         return [Text(run.path.name), Text(run.status, style="bold red"),
                 Text(_cut(run.reason or "", REASON_WIDTH), style="red"), Text(""), Text(""), Text(""), size]
-    return [Text(run.path.name), Text(run.status, style=STATUS_STYLES.get(run.status, "")),
+    return [Text(run.path.name), Text(run.status_text, style=STATUS_STYLES.get(run.status, "")),
             Text(script_label(run.script)), Text(run.started.replace("T", " ")[:19]),
             Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"), size]
 

@@ -43,7 +43,7 @@ def runs_table(runs: list[RunSummary]) -> Table:
             Text(str(run.steps) if known else "-"),
             Text(str(run.calls) if known else "-"),
             Text(human_bytes(run.size_bytes)),
-            Text(run.status, style=_STATUS_STYLE.get(run.status, "")),
+            Text(run.status_text, style=_STATUS_STYLE.get(run.status, "")),
         )
     return table
 

@@ -55,6 +55,12 @@ class RunSummary:
     status: str
     reason: str = ""
     """Why the run is unreadable (status UNREADABLE), without the run's path."""
+    incomplete: bool = False
+    """Writes to the store failed while recording (a full disk): part of the run is missing."""
+
+    @property
+    def status_text(self) -> str:
+        return f"{self.status}, incomplete" if self.incomplete else self.status
 
 
 def run_status(meta: dict) -> str:
@@ -81,6 +87,11 @@ def stop_reason(meta: dict) -> str | None:
     if meta.get("status", "running") == "running":
         return "recorder killed"
     return None
+
+
+def incomplete_reason(meta: dict) -> str | None:
+    """"store incomplete" when writes to the store failed while recording, else None."""
+    return "store incomplete" if meta.get("incomplete") else None
 
 
 def _pid_alive(pid: object) -> bool:
@@ -115,13 +126,15 @@ def summarize(path: Path) -> RunSummary:
         calls=calls,
         size_bytes=_folder_bytes(path),
         status=run_status(meta),
+        incomplete=bool(meta.get("incomplete")),
     )
 
 
 def _final_steps(meta: dict) -> int | None:
-    """`steps_recorded` as the recorder wrote it on closing the run, or None."""
+    """`steps_recorded` as the recorder wrote it on closing the run, or None (also when
+    writes failed: it counts steps that may not have reached the store)."""
     steps = meta.get("steps_recorded")
-    if meta.get("status", "running") == "running" or not isinstance(steps, int):
+    if meta.get("status", "running") == "running" or not isinstance(steps, int) or meta.get("incomplete"):
         return None
     return steps
 

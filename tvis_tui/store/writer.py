@@ -211,9 +211,22 @@ class RunWriter:
             if self._closed:
                 return
             self.put_meta(**final_meta)
-            self._commit()
-            self._closed = True
-            self._env.close()
+            meta = [put for put in self._pending if put[0] == layout.META]
+            try:
+                self._commit()
+            except Exception:
+                # A full disk: the records left did not fit. The metadata alone may, and it
+                # says how the run ended and that it is incomplete (else it reads "running").
+                self._pending = meta
+                self.put_meta(incomplete=True)
+                try:
+                    self._commit()
+                except Exception:
+                    pass
+                raise
+            finally:
+                self._closed = True
+                self._env.close()
 
     def __enter__(self) -> "RunWriter":
         return self
