@@ -79,6 +79,8 @@ class CallViewLoader:
             outputs = [s for s in self.reader.slots(seq, "output") if s.is_tensor]
             if outputs:  # named as the call's output: the line may go on to reshape it
                 called = (near.name or near.type).rsplit(".", 1)[-1]
+                if called.isdigit():  # a Sequential's `2`: its class says more
+                    called = near.type
                 shapes[near.call_site.line] = f"{called} → " + " ".join(shape(s.shape) for s in outputs[:2])
         return shapes
 
