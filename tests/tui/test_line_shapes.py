@@ -8,6 +8,7 @@ from pilot import opened
 
 from tvis_tui.store import RunWriter
 from tvis_tui.store.lines import LineRecord, LineShape
+from tvis_tui.store.records import CallRecord, Site, Slot
 from tvis_tui.widgets.source_pane import SourcePane
 
 CONV = line_of(MODEL, "x = self.relu(self.conv1(images))")
@@ -40,8 +41,6 @@ async def test_a_step_without_line_shapes_falls_back_to_call_outputs(tmp_path):
 
 
 async def test_calls_named_by_their_place_in_a_sequential_are_labelled_by_class(tmp_path):
-    from tvis_tui.store.records import CallRecord, Site, Slot
-
     script = "import torch\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())\nout = model(x)\n"
     with RunWriter(tmp_path / "run") as w:
         _meta(w, "/p/train.py", "2026-12-01T10:00:00")
