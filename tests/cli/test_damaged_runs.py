@@ -191,3 +191,12 @@ def test_export_of_another_file_says_it_is_a_file(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("x")
     assert main(["export", str(tmp_path / "notes.txt")]) == 2
     assert "not a run folder (a file)" in _one_error_line(capsys)
+
+
+def test_a_run_copied_without_its_lock_file_is_read_without_making_one(good_run, tmp_path, capsys):
+    # A lock file is LMDB's mapped memory: made on a full disk it would kill the process.
+    run = tmp_path / "copied"
+    run.mkdir()
+    shutil.copy(good_run / "data.mdb", run / "data.mdb")
+    assert main(["export", str(run)]) == 0 and '"record": "call"' in capsys.readouterr().out
+    assert [p.name for p in run.iterdir()] == ["data.mdb"]

@@ -271,6 +271,20 @@ def test_store_write_failures_are_reported_and_training_goes_on(tmp_path, monkey
     assert listed[-2:] == ["ok,", "incomplete"] and listed[4] == "0", listed
 
 
+def test_a_full_disk_before_the_run_is_a_one_line_error_and_the_script_does_not_run(tmp_path, monkeypatch, capsys):
+    # LMDB maps its lock file: opening a store on a full disk would kill the process (SIGBUS).
+    from tvis_tui.errors import TvisError
+    from tvis_tui.store import writer
+
+    monkeypatch.setattr(writer.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 << 30, 10 << 30, 4096))
+    script = write_script(tmp_path, "print('trained')")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TvisError) as raised:
+        runner.record(runner.Target(str(script), ()), runner.Options(out_dir="runs", name="f"))
+    assert str(raised.value) == "runs/f: cannot write the run (no space left on its disk: 4,096 bytes free)"
+    assert capsys.readouterr().out == "" and list((tmp_path / "runs").iterdir()) == []
+
+
 def test_include_patterns_that_match_nothing_are_warned_about(tmp_path):
     write_script(tmp_path, """
         import torch

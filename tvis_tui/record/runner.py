@@ -116,7 +116,8 @@ def record(target: Target, options: Options) -> int:
         writer = RunWriter(path, max_pending_bytes=PENDING_BYTES)
     except (OSError, FileExistsError) as exc:
         shutil.rmtree(path, ignore_errors=True)  # claimed for this run, holding nothing of it
-        raise TvisError(f"{path}: cannot write the run ({exc})") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise TvisError(f"{_display(str(path))}: cannot write the run ({reason})") from None
     writer.put_meta(**_start_meta(target, script, options), **(rank.meta() if rank else {}))
     writer.flush()
     recorder = Recorder(writer, user_root, max_bytes=options.max_tensor_bytes,

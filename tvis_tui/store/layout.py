@@ -6,6 +6,7 @@ SCHEMA_VERSION = 1
 """Bumped when a reader of the previous version would misread a run."""
 
 DATA_FILE = "data.mdb"
+LOCK_FILE = "lock.mdb"
 
 META = b"meta"  # str key -> any value
 FILES = b"files"  # u32 file id -> path

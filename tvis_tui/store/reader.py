@@ -67,6 +67,11 @@ class RunReader:
     def _open_env(self) -> Any:
         kwargs = dict(readonly=True, max_dbs=layout.MAX_DATABASES, map_size=0)
         try:
+            if not (self.path / layout.LOCK_FILE).exists():
+                # No writer made one, so none is writing: read lock-free rather than make
+                # one in a run copied from elsewhere (on a full disk LMDB's mapped lock
+                # file would kill the process).
+                return lmdb.open(str(self.path), lock=False, **kwargs)
             try:
                 return lmdb.open(str(self.path), lock=True, **kwargs)
             except lmdb.Error:

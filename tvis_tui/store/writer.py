@@ -12,7 +12,9 @@ commits leave the GIL to the training thread far more than encoding would.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -25,6 +27,22 @@ from tvis_tui.store.lines import LineRecord
 from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Slot, StepRecord
 
 _ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
+
+
+MIN_FREE_BYTES = 1 << 20
+"""Free space a new run needs on its disk at least (its lock file and first pages)."""
+
+
+def _check_space(path: Path) -> None:
+    """Raise OSError(ENOSPC) when the disk holding `path` is full. LMDB maps its lock file
+    into memory: on a full disk, touching that memory kills the process (SIGBUS) instead
+    of failing a call; past this point a full disk only fails commits (reported)."""
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return
+    if free < MIN_FREE_BYTES:
+        raise OSError(errno.ENOSPC, f"no space left on its disk: {free:,} bytes free")
 
 
 class RunWriter:
@@ -41,6 +59,7 @@ class RunWriter:
         self.path.mkdir(parents=True, exist_ok=True)
         if (self.path / layout.DATA_FILE).exists():
             raise FileExistsError(f"{self.path} already holds a run")
+        _check_space(self.path)
         self._env = lmdb.open(
             str(self.path),
             map_size=layout.INITIAL_MAP_SIZE,
