@@ -379,3 +379,48 @@ Net()(torch.randn(2, 4)).sum().backward()
     assert 70 <= took[("b", "forward")] < 90
     assert 100 <= took[("Net", "forward")] < 125
     assert any("saved-tensor hooks" in w for w in run.meta()["warnings"])
+
+
+def test_an_optimizer_steps_closure_is_timed_in_its_own_phases(run_inprocess):
+    code, run = run_inprocess("""
+import time
+import torch
+from torch import nn
+
+class Slow(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4))
+    def forward(self, x):
+        time.sleep(0.020)
+        return x * self.w
+
+class TwoLooks(torch.optim.Optimizer):  # SAM-like: two closure runs, then its own work
+    def __init__(self, params):
+        super().__init__(params, {})
+    @torch.no_grad()
+    def step(self, closure):
+        for _ in range(2):
+            with torch.enable_grad():
+                closure()
+        time.sleep(0.010)
+        for group in self.param_groups:
+            for p in group["params"]:
+                p -= 0.1 * p.grad
+
+model = Slow()
+opt = TwoLooks(model.parameters())
+def closure():
+    opt.zero_grad()
+    loss = model(torch.ones(4)).sum()
+    loss.backward()
+    return loss
+for _ in range(2):
+    opt.step(closure)
+""")
+    assert code == 0
+    step = run.steps()[1]
+    phases = step.phase_ns
+    assert 40 * MS <= phases["forward"] < 55 * MS  # two forwards of 20 ms, not the optimizer's
+    assert 10 * MS <= phases["optimizer"] < 25 * MS  # its own 10 ms and the closures' glue
+    assert phases.get("backward", 0) > 0 and sum(phases.values()) == step.extra["wall_ns"]

@@ -77,8 +77,13 @@ class OpenCall:
     # A user function (record/functions.py): a step's phase times count the calls inside
     # it, not it, so a `train_step()` wrapping them does not hide the phases.
     transparent: bool = False
-    # Every call enclosing it is transparent: its time is a top-level phase time.
+    # Every call enclosing it is transparent, or an optimizer step: its time is a phase time.
     top: bool = True
+    # The optimizer step it runs in (an LBFGS or SAM closure's forward and backward): their
+    # time goes to their own phases, and the step's to "optimizer" less theirs.
+    step_call: "OpenCall | None" = None
+    nested_ns: int = 0  # phase time of the calls run inside this optimizer step
+    nested_overhead_ns: int = 0
     gpu_start: Any = None  # a CUDA event where its clock started (timing.py), if on CUDA
     criterion: bool = False  # a loss module or functional loss, whatever its phase
     node_low: int | None = None  # the autograd node number its own nodes come after (module_backward.py)
@@ -189,9 +194,11 @@ class CallLog:
             seq=seq, parent=parent.seq if parent else 0, depth=len(stack),
             step=self.steps.step, phase=phase, kind=kind, name=name, type=type_,
             call_site=call_site, def_site=def_site, start_ns=time.time_ns(), extra=extra or {})
-        call = OpenCall(record, owner, root, transparent=transparent,
-                        top=not stack or (stack[-1].top and stack[-1].transparent), criterion=criterion,
-                        frame=frame)
+        outer = stack[-1] if stack else None
+        call = OpenCall(record, owner, root, transparent=transparent, criterion=criterion, frame=frame)
+        if outer is not None:
+            call.top = outer.top and (outer.transparent or outer.record.kind == "optimizer")
+            call.step_call = outer if outer.record.kind == "optimizer" else outer.step_call
         # On the stack before anything is written: a Ctrl-C from here on still finds it.
         stack.append(call)
         self.writer.put_call(record)
@@ -262,12 +269,21 @@ class CallLog:
             # Hooks see an exception innermost first: the first to see it is where it began.
             self._failing_exc, self.failing_seq = error, record.seq
         if call.top and not call.transparent:
-            self.steps.add_phase_time(record.phase, duration, overhead,
-                                      (call.gpu_start, gpu_end) if gpu_end is not None else None)
+            self._add_phase_time(call, duration, overhead, gpu_end)
         stack = self._thread.stack
         if stack and stack[-1] is call:  # written first, so an interrupt loses nothing
             stack.pop()
         return record
+
+    def _add_phase_time(self, call: OpenCall, duration: int, overhead: int, gpu_end: Any) -> None:
+        """A phase-timed call's time, less that of the calls timed inside it (an optimizer
+        step's closure); their CUDA events then cover it no longer: its CPU time stands."""
+        events = (call.gpu_start, gpu_end) if gpu_end is not None and not call.nested_ns else None
+        self.steps.add_phase_time(call.record.phase, max(duration - call.nested_ns, 0),
+                                  max(overhead - call.nested_overhead_ns, 0), events)
+        if call.step_call is not None:
+            call.step_call.nested_ns += duration
+            call.step_call.nested_overhead_ns += overhead
 
     def failing_call(self, exc: BaseException) -> int | None:
         """The call in which `exc` was raised: the innermost one still open (an optimizer
