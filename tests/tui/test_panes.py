@@ -11,6 +11,7 @@ from conftest import CALLS_PER_STEP, MODEL, MODEL_SRC, TRAIN, _meta, line_of, te
 from pilot import opened, press, settle, until
 from screen_text import screen_text
 
+from tvis_tui.screens.debugger import DebuggerScreen
 from tvis_tui.screens.exception import ExceptionScreen
 from tvis_tui.screens.help import HelpScreen
 from tvis_tui.screens.step_view import StepScreen
@@ -274,6 +275,7 @@ async def test_run_list_is_current_when_coming_back_to_it(tmp_path, healthy_run,
     shutil.copytree(healthy_run, tmp_path / "20261201-100000-train")
     async with opened(tmp_path) as pilot:
         await press(pilot, "enter")
+        await until(pilot, lambda: isinstance(pilot.app.screen, DebuggerScreen))
         shutil.copytree(crashed_run, tmp_path / "20261202-093000-train")  # recorded meanwhile
         await press(pilot, "escape")
         await until(pilot, lambda: "20261202-093000-train" in screen_text(pilot.app))
