@@ -123,6 +123,20 @@ def test_export_to_a_missing_folder_is_one_line_error(good_run, tmp_path, capsys
     assert "cannot write (No such file or directory)" in _one_error_line(capsys)
 
 
+def test_an_export_cut_short_by_a_full_disk_leaves_no_file(good_run, tmp_path, capsys, monkeypatch):
+    from tvis_tui import export
+
+    def full_disk(reader, out):
+        out.write("{}\n" * 10)
+        out.flush()
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "export_jsonl", full_disk)
+    out = tmp_path / "run.jsonl"
+    assert main(["export", str(good_run), "-o", str(out)]) == 2
+    assert "cannot write (No space left on device)" in _one_error_line(capsys) and not out.exists()
+
+
 # -- 3: one unreadable run among good ones ----------------------------------------------
 
 @pytest.fixture

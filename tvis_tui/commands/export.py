@@ -28,10 +28,14 @@ def main(args: argparse.Namespace) -> int:
         # Checked before open(): opening for writing truncates, and `-o RUN/data.mdb`
         # would destroy the recording being read.
         _refuse_output_inside_run(Path(args.output), reader.path)
+        opened = False
         try:
             with open(args.output, "w", encoding="utf-8") as out:
+                opened = True
                 write(reader, out)
         except OSError as exc:  # a missing folder, no permission, a full disk
+            if opened:  # a cut export would read as a whole one
+                Path(args.output).unlink(missing_ok=True)
             raise TvisError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
     return 0
 
