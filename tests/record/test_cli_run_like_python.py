@@ -234,38 +234,39 @@ def test_a_training_thread_ends_quietly_at_the_step_limit(tmp_path):
 
 def test_store_write_failures_are_reported_and_training_goes_on(tmp_path, monkeypatch, capsys):
     script = write_script(tmp_path, """
+        import time
         import torch
         net = torch.nn.Linear(500, 500)  # a 1 MB gradient, stored: a commit each step
         for _ in range(3):
             net(torch.ones(3, 500)).sum().backward()
+        time.sleep(0.6)  # past the writer's commit interval: closing commits twice
         print('trained')
     """)
-    commit = RunWriter._commit
-    commits = []
+    write = RunWriter.write
+    writes = []
 
-    def full_disk(self):
+    def full_disk(self, pending):
         # The run's start is on disk; then the disk is full: only small metadata fits.
-        commits.append(1)
-        if len(commits) > 2 and any(db != layout.META for db, _, _ in self._pending):
-            self._pending.clear()
+        writes.append(1)
+        if len(writes) > 2 and any(db != layout.META for db, _, _ in pending):
             raise lmdb.Error("mdb_txn_commit: No space left on device")
-        commit(self)
-    monkeypatch.setattr(RunWriter, "_commit", full_disk)
-    monkeypatch.setattr(runner.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
+        write(self, pending)
+    monkeypatch.setattr(RunWriter, "write", full_disk)  # on the writer thread, as on a full disk
+    monkeypatch.setattr(runner, "LOW_SPACE_BYTES", 1 << 62)  # whatever this disk has is little
     monkeypatch.chdir(tmp_path)
     status = runner.record(runner.Target(str(script), ()), runner.Options(out_dir="runs", name="f"))
     out, err = capsys.readouterr()
     assert status == 0 and out == "trained\n"
     warning, saved = err.splitlines()[-2:]
-    # The commits that failed alike during the run: one message, the failures counted.
+    # The commits that failed alike: one message, the failures counted.
     assert re.fullmatch(r"tvis: warning: the run is incomplete: store write failed: Error: mdb_txn_commit: "
-                        r"No space left on device \(\d+ writes failed\); the disk holding runs/f is full "
-                        r"\(1\.0 MiB free\)", warning), warning
+                        r"No space left on device \(\d+ writes failed\); the disk holding runs/f has "
+                        r"[\d.]+ MiB free", warning), warning
     assert saved == "tvis: recorded 3 steps (ok), 0 of them stored; run saved to runs/f"
     with RunReader(tmp_path / "runs" / "f") as run:
         meta = run.meta()
     # The final metadata alone was written when the last records did not fit.
-    assert (meta["status"], meta["incomplete"]) == ("ok", True)
+    assert (meta["status"], meta["steps_recorded"], meta["incomplete"]) == ("ok", 3, True)
     # The listing counts what the store holds, not what the recorder saw, and says why.
     listed = tvis_cli("ls", "runs", cwd=tmp_path).stdout.splitlines()[1].split()
     assert listed[-2:] == ["ok,", "incomplete"] and listed[4] == "0", listed
@@ -276,13 +277,33 @@ def test_a_full_disk_before_the_run_is_a_one_line_error_and_the_script_does_not_
     from tvis_tui.errors import TvisError
     from tvis_tui.store import writer
 
-    monkeypatch.setattr(writer.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 << 30, 10 << 30, 4096))
+    monkeypatch.setattr(writer, "MIN_FREE_BYTES", 1 << 62)  # whatever this disk has is too little
     script = write_script(tmp_path, "print('trained')")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TvisError) as raised:
         runner.record(runner.Target(str(script), ()), runner.Options(out_dir="runs", name="f"))
-    assert str(raised.value) == "runs/f: cannot write the run (no space left on its disk: 4,096 bytes free)"
+    assert re.fullmatch(r"runs/f: cannot write the run \(no space left on its disk: [\d,]+ bytes free\)",
+                        str(raised.value)), raised.value
     assert capsys.readouterr().out == "" and list((tmp_path / "runs").iterdir()) == []
+
+
+@pytest.mark.parametrize("fails", ["open", "write"])
+def test_a_store_lmdb_cannot_start_is_a_one_line_error(tmp_path, monkeypatch, fails):
+    from tvis_tui.errors import TvisError
+    from tvis_tui.store import writer
+
+    def refuse(*args, **kwargs):
+        raise lmdb.Error("mdb_txn_commit: Disk quota exceeded")
+    if fails == "open":
+        monkeypatch.setattr(writer.lmdb, "open", refuse)
+    else:  # the environment opens, its first commit does not
+        monkeypatch.setattr(RunWriter, "write", refuse)
+    script = write_script(tmp_path, "print('trained')")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TvisError) as raised:
+        runner.record(runner.Target(str(script), ()), runner.Options(out_dir="runs", name="f"))
+    assert str(raised.value) == "runs/f: cannot write the run (mdb_txn_commit: Disk quota exceeded)"
+    assert list((tmp_path / "runs").iterdir()) == []
 
 
 def test_include_patterns_that_match_nothing_are_warned_about(tmp_path):

@@ -493,8 +493,12 @@ for batch in DataLoader(["a cat sat", "a dog"], batch_size=2, collate_fn=collate
     assert call["shape"] == [2, 3] and call["n_ids"] == 6
 
 
-def test_class_names_of_a_dataset_inside_concat_and_split_wrappers(run_inprocess):
-    code, run = run_inprocess("""
+@pytest.mark.parametrize("second, named", [
+    ('["circle", "square", "star"]', True),
+    ('["zero", "one", "two"]', False),  # parts that disagree name no class: indices shown
+])
+def test_class_names_of_a_dataset_inside_concat_and_split_wrappers(run_inprocess, second, named):
+    code, run = run_inprocess(f"""
 import torch
 from torch import nn
 from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, random_split
@@ -507,7 +511,10 @@ class Shapes(Dataset):
     def __getitem__(self, i):
         return torch.full((4,), float(i)), i % 3
 
-both = ConcatDataset([Shapes(), Shapes()])
+class Other(Shapes):
+    classes = {second}
+
+both = ConcatDataset([Shapes(), Other()])
 train, _ = random_split(both, [8, 4], generator=torch.Generator().manual_seed(1))
 model = nn.Linear(4, 3)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -517,6 +524,7 @@ for x, y in DataLoader(Subset(train, range(4)), batch_size=4):
 """)
     assert code == 0
     pred = S.all_predictions(run)[0]
-    assert pred["names"] is True
-    assert {s["target"] for s in pred["samples"]} <= {"circle", "square", "star"}
-    assert all(top[0] in ("circle", "square", "star") for s in pred["samples"] for top in s["top"])
+    assert pred["names"] is named
+    shown = {"circle", "square", "star"} if named else {"0", "1", "2"}
+    assert {s["target"] for s in pred["samples"]} <= shown
+    assert all(top[0] in shown for s in pred["samples"] for top in s["top"])

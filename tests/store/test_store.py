@@ -8,11 +8,12 @@ import subprocess
 import sys
 import textwrap
 
+import lmdb
 import numpy as np
 import pytest
 
 from tvis_tui.errors import TvisError
-from tvis_tui.store import CallRecord, RunReader, RunWriter, Site, Slot, StepRecord, TensorStats
+from tvis_tui.store import CallRecord, RunReader, RunWriter, Site, Slot, StepRecord, TensorStats, layout
 from tvis_tui.store.runs import claim_run_path, find_runs, run_status
 
 
@@ -230,3 +231,22 @@ def test_processes_starting_together_each_claim_a_folder(tmp_path):
         paths = list(pool.map(lambda _: claim_run_path(tmp_path, "train.py", name="x"), range(8)))
     assert sorted(p.name for p in paths) == sorted(["x", *(f"x-{n}" for n in range(2, 9))])
     assert all(p.is_dir() for p in paths)
+
+
+def test_a_close_that_cannot_write_the_last_records_still_writes_the_final_meta(tmp_path, monkeypatch):
+    write = RunWriter.write
+
+    def full_disk(self, pending):  # only small metadata still fits
+        if any(db != layout.META for db, _, _ in pending):
+            raise lmdb.Error("mdb_txn_commit: No space left on device")
+        write(self, pending)
+
+    # No commit interval: the final metadata's own put commits the records left first.
+    w = RunWriter(tmp_path / "run", max_pending_seconds=0)
+    monkeypatch.setattr(RunWriter, "write", full_disk)
+    w._pending.append((layout.CALLS, b"k", b"v"))  # a record left buffered
+    with pytest.raises(lmdb.Error):
+        w.close(status="ok", steps_recorded=2)
+    with RunReader(tmp_path / "run") as r:
+        meta = r.meta()
+    assert (meta["status"], meta["steps_recorded"], meta["incomplete"]) == ("ok", 2, True)

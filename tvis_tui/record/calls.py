@@ -35,7 +35,8 @@ def call_phase(stack: list["OpenCall"], own: str | None = None) -> str:
     evaluation, a shape probe, a frozen part of the model, whose time is not the
     training forward's; so is everything inside it, a criterion too."""
     parent = stack[-1] if stack else None
-    top = parent is None or (parent.top and parent.transparent)
+    # No call around it but user functions (an optimizer step's closure has the step).
+    top = parent is None or (parent.top and parent.transparent and parent.step_call is None)
     if parent is None or parent.record.phase == "optimizer" or (top and parent.record.phase == "no_grad"):
         inherited = "forward"  # under a no_grad user function, grad may be on again (enable_grad)
     else:
@@ -277,8 +278,8 @@ class CallLog:
 
     def _add_phase_time(self, call: OpenCall, duration: int, overhead: int, gpu_end: Any) -> None:
         """A phase-timed call's time, less that of the calls timed inside it (an optimizer
-        step's closure); their CUDA events then cover it no longer: its CPU time stands."""
-        events = (call.gpu_start, gpu_end) if gpu_end is not None and not call.nested_ns else None
+        step's closure)."""
+        events = (call.gpu_start, gpu_end) if gpu_end is not None else None
         self.steps.add_phase_time(call.record.phase, max(duration - call.nested_ns, 0),
                                   max(overhead - call.nested_overhead_ns, 0), events)
         if call.step_call is not None:

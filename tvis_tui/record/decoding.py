@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import inspect
 from types import FrameType
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
@@ -76,23 +76,25 @@ def names_of(obj: Any, depth: int = 0) -> list[str] | None:
         names = names_of(config, depth + 1)
         if names:
             return names
-    for inner in _wrapped(obj) if depth < 4 else ():
-        names = names_of(inner, depth + 1)
-        if names:
-            return names
-    return None
-
-
-def _wrapped(obj: Any) -> Iterator[Any]:
-    """The datasets `obj` wraps: a Subset's (random_split's), a sampler's, each part of a
-    ConcatDataset in turn."""
-    for attr in WRAPPED:
+    if depth >= 4:
+        return None
+    for attr in WRAPPED:  # a Subset's dataset (random_split's), a sampler's data source
         inner = _static(obj, attr)
         if inner is not None and inner is not obj:
-            yield inner
+            names = names_of(inner, depth + 1)
+            if names:
+                return names
+    return _parts_names(obj, depth)
+
+
+def _parts_names(obj: Any, depth: int) -> list[str] | None:
+    """The class names of a ConcatDataset's parts, when those that have some agree (MNIST
+    and FashionMNIST put together share indices, not names)."""
     parts = _static(obj, "datasets")
-    if isinstance(parts, (list, tuple)):
-        yield from (part for part in parts if part is not obj)
+    if not isinstance(parts, (list, tuple)):
+        return None
+    found = [n for n in (names_of(p, depth + 1) for p in parts if p is not obj) if n]
+    return found[0] if found and all(n == found[0] for n in found) else None
 
 
 def user_frames(frame: FrameType | None, is_user_file: Callable[[str], bool]) -> list[FrameType]:

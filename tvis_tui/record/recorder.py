@@ -232,7 +232,7 @@ class Recorder:
             self.writer.close(**final_meta, steps_recorded=steps, step_rule=self.steps.rule,
                               warnings=list(self.warnings), **self.steps.run_meta())
         except Exception as exc:  # the last commit failed (a full disk): reported, not raised
-            self.writer.errors.append(f"closing the store failed: {type(exc).__name__}: {exc}")
+            self.writer.failed(exc, "closing the store failed")
         return steps
 
     def _warn_unmatched_patterns(self) -> None:

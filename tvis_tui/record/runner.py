@@ -112,14 +112,7 @@ def record(target: Target, options: Options) -> int:
         out = Path(options.out_dir)
         reason = "not a folder" if out.exists() and not out.is_dir() else exc.strerror or str(exc)
         raise TvisError(f"{options.out_dir}: cannot make a run folder there ({reason})") from None
-    try:
-        writer = RunWriter(path, max_pending_bytes=PENDING_BYTES)
-    except (OSError, FileExistsError) as exc:
-        shutil.rmtree(path, ignore_errors=True)  # claimed for this run, holding nothing of it
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise TvisError(f"{_display(str(path))}: cannot write the run ({reason})") from None
-    writer.put_meta(**_start_meta(target, script, options), **(rank.meta() if rank else {}))
-    writer.flush()
+    writer = _new_store(path, _start_meta(target, script, options) | (rank.meta() if rank else {}))
     recorder = Recorder(writer, user_root, max_bytes=options.max_tensor_bytes,
                         step_limit=options.steps, options=options.capture)
     if rank_problem is not None:
@@ -134,6 +127,27 @@ def record(target: Target, options: Options) -> int:
     if outcome.status == "stopped":  # by Ctrl-C, the one way a run here stops
         raise KeyboardInterrupt  # the CLI ends the process as python would (cli.py)
     return outcome.exit_status
+
+
+def _new_store(path: Path, meta: dict[str, Any]) -> RunWriter:
+    """The run's store, its start on disk; a one-line error (the folder removed) when the
+    disk takes none of it."""
+    try:
+        writer = RunWriter(path, max_pending_bytes=PENDING_BYTES)
+    except OSError as exc:
+        raise _cannot_write(path, exc.strerror or exc) from None
+    try:
+        writer.put_meta(**meta)
+        writer.flush()
+    except Exception as exc:  # LMDB's errors are not OSErrors
+        writer.abandon()
+        raise _cannot_write(path, exc) from None
+    return writer
+
+
+def _cannot_write(path: Path, reason: object) -> TvisError:
+    shutil.rmtree(path, ignore_errors=True)  # claimed for this run, holding nothing of it
+    return TvisError(f"{_display(str(path))}: cannot write the run ({reason})")
 
 
 class _Outcome:
@@ -325,21 +339,20 @@ def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
     if len(warnings) > SHOWN_WARNINGS:
         print(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata "
               "(tvis export RUN)", file=sys.stderr)
-    stored = ""
     if writer.errors:
         print(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}", file=sys.stderr)
-        stored = f", {_stored_steps(path)} of them stored"
     if outcome.summary is not None:
         print(f"tvis: {outcome.summary} (run saved to {where})", file=sys.stderr)
     else:
         noun = "step" if steps == 1 else "steps"
+        stored = f", {_stored_steps(path)} of them stored" if writer.errors else ""
         print(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}; run saved to {where}",
               file=sys.stderr)
 
 
 def _write_failures(writer: WriterThread, path: Path) -> str:
     """The first write error, how many writes failed, and the free space where it is low
-    (LMDB reports a full disk as ENOSPC or, on some file systems, EIO)."""
+    (LMDB reports a full disk as ENOSPC, or as EIO on some file systems, tmpfs for one)."""
     text = writer.errors[0]
     if writer.failed_writes > 1:
         text += f" ({writer.failed_writes} writes failed)"
@@ -348,7 +361,7 @@ def _write_failures(writer: WriterThread, path: Path) -> str:
     except OSError:
         return text
     if free < LOW_SPACE_BYTES:
-        text += f"; the disk holding {_display(str(path))} is full ({free / 2**20:.1f} MiB free)"
+        text += f"; the disk holding {_display(str(path))} has {free / 2**20:.1f} MiB free"
     return text
 
 

@@ -69,24 +69,26 @@ class WriterThread:
                 else:
                     self._writer.write(first)
             except Exception as exc:  # keep training going; the runner reports it
-                self._failed(exc)
+                self.failed(exc)
             if not callable(first):
                 with self._caught_up:
                     self._held -= second
                     self._caught_up.notify_all()
 
-    def _failed(self, exc: Exception) -> None:
-        # A full disk fails every commit after the first alike: one message, counted.
-        self.failed_writes += 1
-        message = f"store write failed: {type(exc).__name__}: {exc}"
-        if message not in self.errors and len(self.errors) < MAX_ERRORS:
-            self.errors.append(message)
+    def failed(self, exc: BaseException, doing: str = "store write failed") -> None:
+        """Note a write that failed (the writer thread's or a hook's, at once). A full disk
+        fails every commit after the first alike: one message, counted."""
+        message = f"{doing}: {type(exc).__name__}: {exc}"
+        with self._caught_up:
+            self.failed_writes += 1
+            if message not in self.errors and len(self.errors) < MAX_ERRORS:
+                self.errors.append(message)
 
     def _apply(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         try:
             method(*args, **kwargs)
         except Exception as exc:
-            self._failed(exc)
+            self.failed(exc)
         if self._held > MAX_HELD_BYTES:
             self._wait_for_writer()
 

@@ -86,7 +86,9 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
     elif t.is_meta or t.is_quantized or (t.layout != torch.strided and not _densifiable(t)):
         return Summary(shape, dtype, device, requires_grad, None, (), None, None, None, None)
     else:
-        x = t.detach() if t.layout == torch.strided else t.detach().to_dense()
+        # A sparse tensor goes dense on the host: on a GPU the copy would be the
+        # training's memory (and its peak) for a moment.
+        x = t.detach() if t.layout == torch.strided else t.detach().cpu().to_dense()
         host = _host_values(x, max_bytes)
     if x.is_complex():
         stats, hist, lo, hi = _complex_stats(x), (), None, None
@@ -98,8 +100,9 @@ def summarize(t: torch.Tensor, max_bytes: int, histogram: bool = True) -> Summar
 
 SPARSE_DENSE_BYTES = 64 << 20
 """A sparse tensor (an `nn.Embedding(sparse=True)` weight's gradient) is summarized in its
-dense form, implicit zeros included, up to this size: its statistics then read as a dense
-gradient's would. Past it, copying it dense costs more than a summary should."""
+dense form, made in host memory, implicit zeros included, up to this size: its statistics
+then read as a dense gradient's would. Past it, copying it dense costs more than a summary
+should."""
 
 
 def _densifiable(t: torch.Tensor) -> bool:

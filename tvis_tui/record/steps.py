@@ -27,8 +27,9 @@ previous step's end) to its end, less tvis's own time on the training thread in 
 `phase_ns` sums the durations of the step's top-level calls per phase (each already less
 tvis's time inside it; the calls inside an optimizer step, a closure's forward and backward,
 count in their own phases, the step only for the rest); "other" is the rest of `wall_ns`
-(the script's own code between calls). `extra["tvis_overhead_phase_ns"]` is tvis's time inside each phase's calls (the
-rest of tvis_overhead_ns was spent opening and closing calls and between them).
+(the script's own code between calls). `extra["tvis_overhead_phase_ns"]` is tvis's time
+inside each phase's calls (the rest of tvis_overhead_ns was spent opening and closing
+calls and between them).
 """
 
 from __future__ import annotations

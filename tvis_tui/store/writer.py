@@ -60,18 +60,21 @@ class RunWriter:
         if (self.path / layout.DATA_FILE).exists():
             raise FileExistsError(f"{self.path} already holds a run")
         _check_space(self.path)
-        self._env = lmdb.open(
-            str(self.path),
-            map_size=layout.INITIAL_MAP_SIZE,
-            max_dbs=layout.MAX_DATABASES,
-            # No fsync per commit: a killed process loses nothing committed; only a
-            # power cut could, and recording speed matters more than that here.
-            sync=False,
-            metasync=False,
-        )
-        self._dbs: dict[bytes, Any] = {}
-        for name in layout.CORE_DATABASES:
-            self._db(name)
+        try:
+            self._env = lmdb.open(
+                str(self.path),
+                map_size=layout.INITIAL_MAP_SIZE,
+                max_dbs=layout.MAX_DATABASES,
+                # No fsync per commit: a killed process loses nothing committed; only a
+                # power cut could, and recording speed matters more than that here.
+                sync=False,
+                metasync=False,
+            )
+            self._dbs: dict[bytes, Any] = {}
+            for name in layout.CORE_DATABASES:
+                self._db(name)
+        except lmdb.Error as exc:  # a quota, an I/O error: as the OSError it stands for
+            raise OSError(errno.EIO, str(exc)) from None
         self._lock = threading.RLock()
         self._pending: list[tuple[bytes, bytes, bytes]] = []
         self._pending_bytes = 0
@@ -84,7 +87,11 @@ class RunWriter:
         self._closed = False
         self._committer: Callable[[list[tuple[bytes, bytes, bytes]], int], None] | None = None
         self.put_meta(schema_version=layout.SCHEMA_VERSION)
-        self.flush()
+        try:
+            self.flush()
+        except lmdb.Error as exc:
+            self.abandon()
+            raise OSError(errno.EIO, str(exc)) from None
 
     # -- generic -------------------------------------------------------------------------
 
@@ -229,21 +236,29 @@ class RunWriter:
         with self._lock:
             if self._closed:
                 return
-            self.put_meta(**final_meta)
-            meta = [put for put in self._pending if put[0] == layout.META]
             try:
+                self.put_meta(**final_meta)  # may commit what is buffered on its own
                 self._commit()
             except Exception:
                 # A full disk: the records left did not fit. The metadata alone may, and it
                 # says how the run ended and that it is incomplete (else it reads "running").
-                self._pending = meta
-                self.put_meta(incomplete=True)
+                self._pending = [(layout.META, name.encode(), codec.pack(value))
+                                 for name, value in {**final_meta, "incomplete": True}.items()]
                 try:
-                    self._commit()
+                    self.write(self._pending)
                 except Exception:
                     pass
                 raise
             finally:
+                self._pending, self._pending_bytes = [], 0
+                self._closed = True
+                self._env.close()
+
+    def abandon(self) -> None:
+        """Close without writing what is buffered (its first commit failed)."""
+        with self._lock:
+            if not self._closed:
+                self._pending, self._pending_bytes = [], 0
                 self._closed = True
                 self._env.close()
 
