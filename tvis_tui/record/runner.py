@@ -146,7 +146,8 @@ def _new_store(path: Path, meta: dict[str, Any]) -> RunWriter:
 
 
 def _cannot_write(path: Path, reason: object) -> TvisError:
-    shutil.rmtree(path, ignore_errors=True)  # claimed for this run, holding nothing of it
+    """The error to raise, once the folder claimed for the run (holding nothing of it) is gone."""
+    shutil.rmtree(path, ignore_errors=True)
     return TvisError(f"{_display(str(path))}: cannot write the run ({reason})")
 
 
