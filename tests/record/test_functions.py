@@ -176,3 +176,40 @@ for _ in range(2):
     stops = calls[1]
     assert stops.duration_ns is not None and stops.extra.get("unfinished") is True
     assert calls[2].parent == 0  # the tree goes on at the top, not inside Stops
+
+
+def test_a_function_with_a_loop_is_a_call_when_the_training_loop_calls_it(run_inprocess):
+    # train_step's micro-batch loop and rollout's time loop are one step's work: recorded
+    # once a step has shown which loop is the training loop (from the second step on).
+    # train_epoch's loop holds the steps: it stays out, or one call would span them all.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+def rollout(x):
+    outs = []
+    for _ in range(2):
+        outs.append(model(x))
+    return torch.cat(outs)
+
+def train_step(batch):
+    opt.zero_grad()
+    for micro in batch.chunk(2):
+        (rollout(micro).pow(2).mean() / 2).backward()
+    opt.step()
+
+def train_epoch():
+    for _ in range(3):
+        train_step(torch.randn(8, 4))
+
+for epoch in range(2):
+    train_epoch()
+""")
+    assert code == 0
+    functions = [(c.step, c.name, c.depth) for c in run.calls(1, run.call_count()) if c.kind == "function"]
+    assert ("train_epoch" not in {name for _, name, _ in functions})
+    assert [(s, d) for s, name, d in functions if name == "train_step"] == [(s, 0) for s in range(2, 7)]
+    assert {(s, d) for s, name, d in functions if name == "rollout"} == {(s, 1) for s in range(2, 7)}

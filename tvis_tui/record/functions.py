@@ -11,9 +11,11 @@ cached. The local tracer
 
 Which calls are recorded. Inside any recorded call (a forward, a batch, another user
 function) every user function is. Outside all of them, a function is recorded only when
-it has no loop itself and its caller is inside a loop (`train_step(batch)`,
-`compute_loss(out, y)` in the training loop): `main()` or `train(epochs)` wrap many
-steps and would make the whole run one call. Code run while a batch is loaded
+its caller is inside a loop (`train_step(batch)`, `compute_loss(out, y)` in the training
+loop) and, if it has a loop itself (a rollout, micro-batches), that caller's loop is one
+a step was seen in (the recorder notes them, loop_head.py): `main()`, `train(epochs)` or
+`train_epoch()` wrap many steps and would make them one call (so in the first step only
+functions without a loop are recorded this way). Code run while a batch is loaded
 (`Dataset.__getitem__`, transforms) is not traced at all: the data capture shows each
 sample's path through it, and tracing every sample would cost more than the batch.
 
@@ -95,6 +97,8 @@ class FunctionTracer:
         self._clock = self.log._thread
         self._callback_ns = 0
         self.files_recorded = False  # whether --include/--exclude-files left any user file
+        # (code, loop span) of the loops seen holding a training step (loop_head.py).
+        self.step_loops: set[tuple[CodeType, tuple[int, int]]] = set()
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -276,8 +280,6 @@ class _Frame:
         stack = tracer.log.stack
         if stack:
             return True
-        if self.plan.has_loop:
-            return False
         # Called from a loop of user code, maybe through a decorator's wrapper
         # (`@torch.no_grad()` on an evaluate function).
         inner, caller = frame, frame.f_back
@@ -286,7 +288,12 @@ class _Frame:
                 return False
             plan = tracer._plans.get(caller.f_code)
             if plan is not None:
-                return plan.in_loop(caller.f_lasti)
+                if not self.plan.has_loop:
+                    return plan.in_loop(caller.f_lasti)
+                # A function with a loop of its own is one iteration's work (a rollout, a
+                # train_step's micro-batches) only when the loop calling it is the one a
+                # step was seen in; from an epoch loop it would wrap many steps.
+                return _step_loop_at(caller, plan, tracer.step_loops)
             if not _wraps(caller, inner.f_code):
                 return False  # library code calling back (Module.apply, AveragedModel's avg_fn)
             inner, caller = caller, caller.f_back
@@ -381,6 +388,13 @@ def _arguments(frame: FrameType) -> Any:
 
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
+def _step_loop_at(frame: FrameType, plan: _Plan, step_loops: set[tuple[CodeType, tuple[int, int]]]) -> bool:
+    """Whether `frame` runs inside the innermost of its loops, and that loop held a step."""
+    here = frame.f_lasti
+    around = [span for span in plan.loops if span[0] <= here <= span[1]]
+    return bool(around) and (frame.f_code, min(around, key=lambda s: s[1] - s[0])) in step_loops
 
 
 def _loops(code: CodeType) -> tuple[tuple[int, int], ...]:

@@ -314,6 +314,7 @@ class Recorder:
         found = loop_head(sys._getframe(), self.functions.loops)
         if found is None:
             return None
+        self.functions.step_loops.add((found[0].f_code, found[1]))
         return LoopHead(*found, lambda: self._guard(reached))
 
     def _stop_if_done(self) -> None:
