@@ -213,3 +213,26 @@ for epoch in range(2):
     assert ("train_epoch" not in {name for _, name, _ in functions})
     assert [(s, d) for s, name, d in functions if name == "train_step"] == [(s, 0) for s in range(2, 7)]
     assert {(s, d) for s, name, d in functions if name == "rollout"} == {(s, 1) for s in range(2, 7)}
+
+
+def test_a_function_whose_own_loop_holds_steps_is_never_one_call(run_inprocess):
+    # A GAN's k discriminator steps in a function the training loop calls: a call would
+    # span k steps.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+opt_g = torch.optim.SGD(g.parameters(), lr=0.1)
+
+def train_d(k):
+    for _ in range(k):
+        opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
+
+for _ in range(3):
+    train_d(2)
+    opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+""")
+    assert code == 0
+    assert not [c for c in run.calls(1, run.call_count()) if c.kind == "function"]

@@ -292,8 +292,10 @@ class _Frame:
                     return plan.in_loop(caller.f_lasti)
                 # A function with a loop of its own is one iteration's work (a rollout, a
                 # train_step's micro-batches) only when the loop calling it is the one a
-                # step was seen in; from an epoch loop it would wrap many steps.
-                return _step_loop_at(caller, plan, tracer.step_loops)
+                # step was seen in; from an epoch loop it would wrap many steps, and so
+                # would one whose own loop holds steps (a GAN's k discriminator steps).
+                return _step_loop_at(caller, plan, tracer.step_loops) and not any(
+                    code is frame.f_code for code, _ in tracer.step_loops)
             if not _wraps(caller, inner.f_code):
                 return False  # library code calling back (Module.apply, AveragedModel's avg_fn)
             inner, caller = caller, caller.f_back

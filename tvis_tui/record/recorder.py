@@ -19,6 +19,7 @@ import threading
 import time
 import warnings
 import weakref
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
@@ -311,11 +312,18 @@ class Recorder:
         its head (loop_head.py); None where no loop of user code holds the step."""
         if not self.functions.live:
             return None  # no trace function: a frame's line tracer would never be called
-        found = loop_head(sys._getframe(), self.functions.loops)
+        found = self._step_loop(sys._getframe())
         if found is None:
             return None
-        self.functions.step_loops.add((found[0].f_code, found[1]))
         return LoopHead(*found, lambda: self._guard(reached))
+
+    def _step_loop(self, frame: FrameType) -> tuple[FrameType, tuple[int, int]] | None:
+        """The user loop holding the step being made from `frame` (loop_head.py), noted
+        for the user functions it calls (functions.py)."""
+        found = loop_head(frame, self.functions.loops)
+        if found is not None:
+            self.functions.step_loops.add((found[0].f_code, found[1]))
+        return found
 
     def _stop_if_done(self) -> None:
         """Called as anything of the step after the last one begins: the script has run
@@ -466,6 +474,8 @@ class Recorder:
             self._closure_steps = {s: o for s, o in self._closure_steps.items() if o is not opt}
             self._closure_steps[call.record.seq] = opt
         self.updates.before_step(opt, closure is not None)
+        if self.functions.live:  # a step the repeat rule ends is not watched to its loop's head
+            self._step_loop(frame)
 
     @_eager
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
