@@ -47,6 +47,12 @@ with summaries replaced by nothing, the bundled CNN still costs 2.0x in summary 
 summaries alone, at numpy's per-pass floor, cost ~0.8 plain steps (90 tensors, a 131k-value
 one ~75 us: min, max, sum, dot, zero count and a 4096-value histogram).
 
+Why recorded/plain stays above 1 (Dec 2026): not the writer thread (`--sync-writer` leaves
+it at 1.25-1.45), not glibc's allocator (MALLOC_TRIM_THRESHOLD_/MMAP_THRESHOLD_ raised:
+no change); a standalone loop with no tvis at all shows it: running `summarize`, or any
+busy Python, between the conv/bn/relu ops of one Block makes those ops themselves 10-20%
+slower (6.1-6.3 -> 6.7-7.7 ms), the caches and branch predictors they find being colder.
+
 `--breakdown` adds one instrumented run of each example in summary mode: where tvis's own
 time goes (summaries, following memory through backward on CPU, the rest of its hooks).
 `--sync-writer` commits the store from the hooks instead of the writer thread (a
