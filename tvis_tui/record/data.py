@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 import torch.utils.data.dataloader as dataloader_module
 from torch._utils import ExceptionWrapper
-from torch.utils.data._utils import fetch as fetch_module
 from torch.utils.data._utils import worker as worker_module
 
 from tvis_tui.record import decoding, workers
@@ -66,7 +65,7 @@ class DataCapture:
 
     def install(self, wrap: Callable[[Any, str, Callable[..., Any]], None]) -> None:
         wrap(builtins, "__build_class__", self.tokens.build_class)
-        for fetcher in (fetch_module._MapDatasetFetcher, fetch_module._IterableDatasetFetcher):
+        for fetcher in workers.FETCHERS:
             wrap(fetcher, "fetch", self._fetch)
         wrap(dataloader_module._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
         worker_module._worker_loop = workers.WorkerLoop(self._worker_settings)

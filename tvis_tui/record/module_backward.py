@@ -13,10 +13,10 @@ time of the nodes in its range, its children's included, as its forward duration
 Left out, and so in no call's figure: nodes made outside every module call (the script's
 own ops between calls, the loss arithmetic) and AccumulateGrad (a parameter's `.grad`
 being written, with the script's post-accumulate hooks). Not measured on CUDA (nodes run on
-device threads, asynchronously). Under a non-reentrant checkpoint the recomputation runs in
-the first node of the region backward reaches: the checkpointed call's time includes it. A reentrant
-checkpoint recomputes its calls inside backward, in a backward of its own: those calls carry
-their backward time, the calls around the checkpoint do not include it.
+device threads, asynchronously). Under a non-reentrant checkpoint the recomputation runs
+in the first node of the region backward reaches: the checkpointed call's time includes
+it. A reentrant checkpoint recomputes its calls inside backward, in a backward of its own:
+those calls carry their backward time, the calls around the checkpoint do not include it.
 """
 
 from __future__ import annotations

@@ -103,20 +103,21 @@ class ModuleNames:
             self._params, self._param_key = params, key
         return self._params
 
-    def names_of(self, params: Sequence[torch.Tensor], given: Sequence[str] = ()) -> list[str]:
+    def names_of(self, params: Sequence[torch.Tensor], given: Sequence[str | None] = ()) -> list[str]:
         """Each parameter's name: its model's (`Root.layer.weight`), else `given` (by
         position: what the script called it for its optimizer, updates.given_names), else
         its place, `param[i]`."""
         names = self.parameter_names()
-        return [names.get(id(p)) or (given[i] if i < len(given) else f"param[{i}]") for i, p in enumerate(params)]
+        return [names.get(id(p)) or (given[i] if i < len(given) else None) or f"param[{i}]"
+                for i, p in enumerate(params)]
 
-    def gradients(self, params: Sequence[torch.Tensor], given: Sequence[str] = ()
+    def gradients(self, params: Sequence[torch.Tensor], given: Sequence[str | None] = ()
                   ) -> Iterator[tuple[str, torch.Tensor]]:
         """(parameter name, .grad) for the parameters that have a gradient."""
         for name, p in self.with_gradients(params, given):
             yield name, p.grad  # type: ignore[misc]
 
-    def with_gradients(self, params: Sequence[torch.Tensor], given: Sequence[str] = ()
+    def with_gradients(self, params: Sequence[torch.Tensor], given: Sequence[str | None] = ()
                        ) -> Iterator[tuple[str, torch.Tensor]]:
         """(parameter name, parameter) for those with a gradient: the ones a step updates."""
         for name, p in zip(self.names_of(params, given), params):

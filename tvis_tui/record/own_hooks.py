@@ -28,9 +28,10 @@ that path by the exception being handled, new since the global hook ran (a forwa
 inside the script's own `except` block sees that block's exception at both). A
 BaseException (Ctrl-C) caught by the script runs no hook: the call stays open until the
 next call starts or the user function around it returns, whichever is first (calls.py,
-functions.py), and the added hook stays on the module until its next call after that. An added hook that is not its module's last when its call
-ends (the script added one during the call) is taken off at the next module call: removed
-then, it would break torch's loop over the hooks of a forward that raised.
+functions.py), and the added hook stays on the module until its next call after that.
+An added hook that is not its module's last when its call ends (the script added one
+during the call) is taken off at the next module call: removed then, it would break
+torch's loop over the hooks of a forward that raised.
 
 Calls are kept per thread: two threads calling one module close their own calls. What is
 added is removed as the module's last open call ends, and at the end of recording.

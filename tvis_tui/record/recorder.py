@@ -258,8 +258,14 @@ class Recorder:
         threading.excepthook = excepthook
         self._undo.append(lambda: setattr(threading, "excepthook", previous))
 
-    def _close_failed(self, call: OpenCall, ended: int, error: BaseException) -> None:
-        """Close a wrapped call (backward, batch, loss function) that raised `error`."""
+    def _close_failed(self, call: OpenCall | None, error: BaseException) -> None:
+        """Close a wrapped call (backward, batch, loss function) that raised `error`, a
+        Ctrl-C too (the script may catch it and go on); at tvis's own StopRecording the
+        calls left open are `abandon`'s."""
+        if call is not None and not isinstance(error, StopRecording):
+            self._guard(self._close_raised, call, time.perf_counter_ns(), error)
+
+    def _close_raised(self, call: OpenCall, ended: int, error: BaseException) -> None:
         self.log.close(call, ended, error=error)
 
     def abandon(self, error: BaseException) -> None:
@@ -510,20 +516,25 @@ class Recorder:
     def _backward(self, original: Callable[..., Any], tensors: Any, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling() or not self._active():
             return original(tensors, *args, **kwargs)
-        self._guard(self.log.close_left, sys._getframe(1))
-        if self.steps.pending is not None and not self._inside_backward():
-            self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
-        self._stop_if_done()
+        self._before_backward(sys._getframe(1))
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
         try:
             result = self.grads.during_backward(original, tensors, *args, **kwargs)
-        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
-            if call is not None and not isinstance(exc, StopRecording):
-                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
+        except BaseException as exc:
+            self._close_failed(call, exc)
             raise
         if call is not None:
             self._guard(self._close_backward, call, time.perf_counter_ns())
         return result
+
+    def _before_backward(self, here: FrameType) -> None:
+        """As a backward begins, called from `here`: the calls left open are closed, a
+        complete step waiting for its loop's head ends (a new iteration), the step limit
+        is checked."""
+        self._guard(self.log.close_left, here)
+        if self.steps.pending is not None and not self._inside_backward():
+            self._guard(self.steps.end_pending)
+        self._stop_if_done()
 
     def _open_backward(self, tensors: Any, frame: Any, name: str = "backward", trains: bool = True) -> OpenCall:
         """`trains`: its loss is the step's (not a gradient penalty's torch.autograd.grad)."""
@@ -552,10 +563,7 @@ class Recorder:
         if (torch.compiler.is_compiling() or not self._active()
                 or self.sites.user_path(caller.f_code.co_filename) is None):
             return original(outputs, inputs, *args, **kwargs)
-        self._guard(self.log.close_left, caller)
-        if self.steps.pending is not None and not self._inside_backward():
-            self._guard(self.steps.end_pending)  # a new iteration, its loop head unseen
-        self._stop_if_done()
+        self._before_backward(caller)
         if isinstance(inputs, Iterator):
             inputs = tuple(inputs)  # as torch does; a generator (model.parameters()) is read once
         create_graph = kwargs.get("create_graph", args[2] if len(args) > 2 else False)
@@ -566,9 +574,8 @@ class Recorder:
                 grads = self.grads.during_backward(original, outputs, inputs, *args, **kwargs)
             else:
                 grads = original(outputs, inputs, *args, **kwargs)
-        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
-            if call is not None and not isinstance(exc, StopRecording):
-                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
+        except BaseException as exc:
+            self._close_failed(call, exc)
             raise
         if call is not None:
             self._guard(self._close_autograd_grad, call, time.perf_counter_ns(), inputs, grads, trains)
@@ -653,9 +660,8 @@ class Recorder:
             if call is not None:
                 self._guard(self._close_batch, call, time.perf_counter_ns(), None, True)
             raise
-        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
-            if call is not None and not isinstance(exc, StopRecording):
-                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
+        except BaseException as exc:
+            self._close_failed(call, exc)
             raise
         if call is not None:
             self._guard(self._close_batch, call, time.perf_counter_ns(), batch, False)
@@ -689,9 +695,8 @@ class Recorder:
         call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
         try:
             result = original(*args, **kwargs)
-        except BaseException as exc:  # a Ctrl-C too: the script may catch it and go on
-            if call is not None and not isinstance(exc, StopRecording):
-                self._guard(self._close_failed, call, time.perf_counter_ns(), exc)
+        except BaseException as exc:
+            self._close_failed(call, exc)
             raise
         if call is not None:
             self._guard(self._close_function, call, time.perf_counter_ns(), result,

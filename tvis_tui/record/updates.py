@@ -129,16 +129,15 @@ def params(opt: Any) -> list[torch.Tensor]:
     return [p for group in opt.param_groups for p in group["params"]]
 
 
-def given_names(opt: Any) -> list[str]:
-    """A name for each of `params(opt)` where no recorded model holds it (a torch.func
-    loop's own tensors): the one the script gave (`Adam(model.named_parameters())`), else
-    its place."""
-    out: list[str] = []
+def given_names(opt: Any) -> list[str | None]:
+    """The name the script gave each of `params(opt)` (`Adam(model.named_parameters())`),
+    None where it gave none; for a parameter no recorded model holds (a torch.func loop's
+    own tensors, names.py)."""
+    out: list[str | None] = []
     for group in opt.param_groups:
         given = group.get("param_names") or ()
-        for j in range(len(group["params"])):
-            name = given[j] if j < len(given) else None
-            out.append(name if isinstance(name, str) else f"param[{len(out)}]")
+        out += [given[j] if j < len(given) and isinstance(given[j], str) else None
+                for j in range(len(group["params"]))]
     return out
 
 

@@ -1,7 +1,8 @@
 """The debugger screen: call tree, source, inspector and status line over one run.
 
-One var (a reactive that repaints nothing), `seq`, holds the current call. Stepping only changes it; `watch_seq` starts
-a worker that reads the call from the store and posts `CallLoaded`, which every pane draws.
+One var (a reactive that repaints nothing), `seq`, holds the current call. Stepping only
+changes it; `watch_seq` starts a worker that reads the call from the store and posts
+`CallLoaded`, which every pane draws.
 """
 
 from __future__ import annotations
