@@ -215,6 +215,38 @@ for epoch in range(2):
     assert {(s, d) for s, name, d in functions if name == "rollout"} == {(s, 1) for s in range(2, 7)}
 
 
+def test_a_function_with_a_loop_called_from_a_loop_inside_the_training_loop_is_a_call(run_inprocess):
+    # Several environments rolled out in each step: the loop over them sits inside the
+    # training loop, and each rollout is one call of that step.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+policy = nn.Linear(4, 1)
+opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+
+def rollout(x):
+    outs = []
+    for _ in range(2):
+        outs.append(policy(x))
+    return torch.cat(outs)
+
+for step in range(3):
+    opt.zero_grad()
+    returns = []
+    for env in range(2):
+        returns.append(rollout(torch.randn(2, 4)))
+    torch.cat(returns).pow(2).mean().backward()
+    opt.step()
+""")
+    assert code == 0
+    calls = run.calls(1, run.call_count())
+    rollouts = [(c.step, c.depth) for c in calls if c.kind == "function" and c.name == "rollout"]
+    assert rollouts == [(2, 0), (2, 0), (3, 0), (3, 0)]
+    inside = [c for c in calls if c.kind == "module" and c.step > 1]
+    assert len(inside) == 8 and all(c.depth == 1 for c in inside)
+
+
 def test_a_function_whose_own_loop_holds_steps_is_never_one_call(run_inprocess):
     # A GAN's k discriminator steps in a function the training loop calls: a call would
     # span k steps.

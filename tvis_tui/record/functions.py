@@ -13,7 +13,7 @@ Which calls are recorded. Inside any recorded call (a forward, a batch, another 
 function) every user function is. Outside all of them, a function is recorded only when
 its caller is inside a loop (`train_step(batch)`, `compute_loss(out, y)` in the training
 loop) and, if it has a loop itself (a rollout, micro-batches), that caller's loop is one
-a step was seen in (the recorder notes them, loop_head.py): `main()`, `train(epochs)` or
+a step was seen in, or is nested in one (the recorder notes them, loop_head.py): `main()`, `train(epochs)` or
 `train_epoch()` wrap many steps and would make them one call (so in the first step only
 functions without a loop are recorded this way). Code run while a batch is loaded
 (`Dataset.__getitem__`, transforms) is not traced at all: the data capture shows each
@@ -291,9 +291,10 @@ class _Frame:
                 if not self.plan.has_loop:
                     return plan.in_loop(caller.f_lasti)
                 # A function with a loop of its own is one iteration's work (a rollout, a
-                # train_step's micro-batches) only when the loop calling it is the one a
-                # step was seen in; from an epoch loop it would wrap many steps, and so
-                # would one whose own loop holds steps (a GAN's k discriminator steps).
+                # train_step's micro-batches) only when the loop calling it is, or is
+                # inside, one a step was seen in; from an epoch loop it would wrap many
+                # steps, and so would one whose own loop holds steps (a GAN's k
+                # discriminator steps).
                 return _step_loop_at(caller, plan, tracer.step_loops) and not any(
                     code is frame.f_code for code, _ in tracer.step_loops)
             if not _wraps(caller, inner.f_code):
@@ -393,10 +394,11 @@ _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 
 def _step_loop_at(frame: FrameType, plan: _Plan, step_loops: set[tuple[CodeType, tuple[int, int]]]) -> bool:
-    """Whether `frame` runs inside the innermost of its loops, and that loop held a step."""
+    """Whether `frame` runs inside a loop that held a step, directly or in a loop nested
+    in it (`for env in envs: rollout(env)` inside the training loop)."""
     here = frame.f_lasti
-    around = [span for span in plan.loops if span[0] <= here <= span[1]]
-    return bool(around) and (frame.f_code, min(around, key=lambda s: s[1] - s[0])) in step_loops
+    return any(first <= here <= last and (frame.f_code, (first, last)) in step_loops
+               for first, last in plan.loops)
 
 
 def _loops(code: CodeType) -> tuple[tuple[int, int], ...]:
