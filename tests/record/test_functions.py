@@ -268,3 +268,58 @@ for _ in range(3):
 """)
     assert code == 0
     assert not [c for c in run.calls(1, run.call_count()) if c.kind == "function"]
+
+
+def test_an_error_leaving_through_a_with_block_is_the_functions_error(run_inprocess):
+    # The with statement's exit runs lines of the function after the exception: the
+    # error is still the one leaving it, and there is no return value.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+model = nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+def check(x):
+    with torch.no_grad():
+        if model(x).isfinite().all():
+            raise ValueError("finite")
+    return x
+
+for _ in range(2):
+    x = torch.ones(1, 2)
+    try:
+        check(x)
+    except ValueError:
+        pass
+    opt.zero_grad(); model(x).sum().backward(); opt.step()
+""")
+    assert code == 0
+    check = next(c for c in run.calls(1, run.call_count()) if c.name == "check")
+    assert check.error == "ValueError: finite"
+    assert run.slots(check.seq, "output") == []
+
+
+def test_a_function_the_step_limit_stops_is_unfinished(run_inprocess):
+    # peek() draws the next batch of the training iterator after the last step: tvis
+    # stops the script there, inside peek.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+model = nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+it = iter(torch.utils.data.DataLoader(torch.randn(8, 2), batch_size=2))
+
+def peek():
+    with torch.no_grad():
+        return model(next(it)).mean()
+
+for x in it:
+    opt.zero_grad(); model(x).sum().backward(); opt.step()
+    peek()
+""", steps=1)
+    assert code == 0
+    peek = next(c for c in run.calls(1, run.call_count()) if c.name == "peek")
+    assert peek.extra.get("unfinished") is True and peek.error is None
+    assert run.slots(peek.seq, "output") == []

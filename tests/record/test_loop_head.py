@@ -83,6 +83,42 @@ for x, y in loader:
     assert run.call(run.call_count()).name == "accuracy"
 
 
+EVALUATION = """
+val_loader = torch.utils.data.DataLoader(data, batch_size=16)  # 3 batches
+
+@torch.no_grad()
+def evaluate():
+    return sum(accuracy(model(x), y) for x, y in val_loader)
+
+for i, (x, y) in enumerate(loader):
+    train_step(x, y)
+    if i % 2 == 1:
+        print("step", i + 1, "val", round(float(evaluate()), 3), flush=True)
+"""
+
+
+def test_an_evaluation_loop_after_the_step_stays_in_its_step(run_inprocess, capfd):
+    # The evaluation's batches come after the step is complete: they do not feed it, so
+    # the second of them is not "the next batch" that ends it.
+    code, run = run_inprocess(PREAMBLE + EVALUATION)
+    assert code == 0
+    steps = _steps(run)
+    assert steps[:2] == [ONE_ITERATION[:2], ONE_ITERATION[:2] + [("function", "evaluate")]]
+    second = run.calls(run.steps()[1].first_seq, run.steps()[1].last_seq)
+    assert len([c for c in second if c.kind == "data"]) == 5  # its batch, 3 to evaluate, the end
+    assert len(run.steps()) == 6 and all(s.complete for s in run.steps()[:5])
+    assert capfd.readouterr().out.count("val") == 2
+
+
+def test_with_steps_n_an_evaluation_after_the_last_step_runs_to_its_end(run_inprocess, capfd):
+    code, run = run_inprocess(PREAMBLE + EVALUATION, steps=2)
+    assert code == 0
+    assert capfd.readouterr().out.startswith("step 2 val")
+    assert len(run.steps()) == 2
+    last = run.call(run.call_count())
+    assert last.kind == "data" and last.extra.get("exhausted")  # the evaluation's loader ran out
+
+
 def test_without_a_loop_in_user_code_a_step_ends_at_the_optimizer_step(run_inprocess):
     # The loop is map's, in C: nothing marks where an iteration ends, so the step ends at
     # step() and the metric after it is the next step's first call, as before.

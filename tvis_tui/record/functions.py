@@ -45,6 +45,7 @@ import torch
 from tvis_tui.record.calls import OpenCall, call_phase
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
 from tvis_tui.record.slots import leaves
+from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.store.records import Site
 
 if TYPE_CHECKING:
@@ -329,12 +330,11 @@ class _Frame:
                 self._line_done(frame)
                 self.line = frame.f_lineno
                 self.line_step = tracer.recorder.steps.step
-                self.error = None
             elif event == "return":
                 self._line_done(frame)
-                self._close(arg, ended)
+                self._close(arg, ended, None if _returns(frame) else self.error)
                 return None
-            elif event == "exception":
+            elif event == "exception":  # raised here or passing through; maybe caught
                 self.error = arg[1]
         except Exception as exc:  # a tvis bug must never break training
             tracer.warn(exc)
@@ -356,7 +356,8 @@ class _Frame:
             assert tracer.lines is not None
             tracer.lines.ran(self.plan.path, self.line, self.line_step, tracer.recorder.steps.step, changed)
 
-    def _close(self, result: Any, ended: int) -> None:
+    def _close(self, result: Any, ended: int, error: BaseException | None) -> None:
+        """Close the call: it returned `result`, or `error` left it."""
         call, log = self.call, self.tracer.log
         self.call = None
         if call is None:
@@ -364,12 +365,26 @@ class _Frame:
         stack = log.stack
         if call not in stack:
             return  # already closed (an abandoned run)
-        error = self.error
+        extra = None
+        if isinstance(error, StopRecording):  # tvis stopped the script: no error of its own
+            error, extra = None, {"unfinished": True}
         while stack[-1] is not call:
             # Opened inside it and never closed (a BaseException passes torch's module
             # hooks by): closed now, innermost first, so the tree goes on soundly.
             log.close(stack[-1], ended, error=error, extra={"unfinished": True})
-        log.close(call, ended, leaves(result, "out") if error is None else iter(()), error=error)
+        outputs = leaves(result, "out") if error is None and extra is None else iter(())
+        log.close(call, ended, outputs, error=error, extra=extra)
+
+
+_RETURNS = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap)
+
+
+def _returns(frame: FrameType) -> bool:
+    """Whether a frame that is leaving returns, rather than lets an exception out (the
+    trace's "return" event passes None for both): it stands on a return instruction.
+    An exception the function caught and the lines run after it (a `with` block's exit)
+    do not tell which."""
+    return frame.f_code.co_code[frame.f_lasti] in _RETURNS
 
 
 def _empty(a: Any = None, b: Any = None, c: Any = None, d: Any = None) -> None:

@@ -45,6 +45,7 @@ from tvis_tui.record import forks, per_sample_loss, warning_sites
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
+from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import count_gc_as_overhead
 from tvis_tui.record.updates import ParamUpdates, given_names, params as optimizer_params
@@ -60,11 +61,6 @@ LOSS_FUNCTIONS = (
 )
 """torch.nn.functional losses recorded as calls of the "loss" phase (the loss modules
 call them too; inside a loss module they are not recorded twice)."""
-
-
-class StopRecording(BaseException):
-    """Raised from a hook once the last requested step has returned; the runner catches
-    it. A BaseException so that the script's `except Exception` handlers let it pass."""
 
 
 _functorch_level = torch._C._functorch.maybe_current_level

@@ -27,7 +27,8 @@ from tvis_tui.errors import TvisError
 from tvis_tui.record.calls import first_line
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
-from tvis_tui.record.recorder import Recorder, StopRecording
+from tvis_tui.record.recorder import Recorder
+from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.tvis_frames import is_runpy_file, is_tvis_file
 from tvis_tui.store.reader import RunReader

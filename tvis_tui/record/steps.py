@@ -10,8 +10,9 @@ The rule, in order:
    (inf/NaN gradients) counts as that optimizer's step, marked skipped. A complete step
    ends when its iteration does: when the loop around the step comes back to its head
    (loop_head.py), so that the scheduler step, logging and evaluation after `step()`
-   belong to the step they report on; at once where no loop of user code is found. Another backward() or optimizer step, or another
-   batch from the DataLoader iterator that fed the step, ends it too.
+   belong to the step they report on; at once where no loop of user code is found. Another
+   backward() or optimizer step, or another batch from the DataLoader iterator that fed
+   the step before it was complete, ends it too.
 2. Repeat rule. If an optimizer is about to step a second time in the current step
    (a created optimizer that never steps), the step ends
    just before that call.
@@ -110,8 +111,11 @@ class StepTracker:
                 self._closure_losses += 1
 
     def note_batch(self, source: int) -> None:
-        """A batch was drawn from the DataLoader iterator `source` in this step."""
-        self._sources.add(source)
+        """A batch was drawn from the DataLoader iterator `source` in this step. Once the
+        step is complete, batches feed an evaluation, not the step: the second of them
+        must not end it as the next training batch would."""
+        if self.pending is None:
+            self._sources.add(source)
 
     def fed_by(self, source: int) -> bool:
         return source in self._sources
