@@ -233,6 +233,28 @@ def test_token_predictions_count_positions_with_nan_logits():
     assert [row.get("nonfinite") for row in record["samples"]] == [None, 2]
 
 
+def test_predicted_text_leaves_out_the_positions_the_loss_ignores():
+    # Padded targets (PAD = 0 is the ignore_index): what the model says at padding is not
+    # part of its answer; the ids keep every position.
+    import torch
+
+    from tvis_tui.record import decoding
+
+    class Tok:
+        vocab_size = 4
+
+        def decode(self, ids):
+            return "".join("_abc"[i] for i in ids)
+
+    target = torch.tensor([[1, 2, 0, 0], [3, 3, 3, 3]])
+    logits = torch.nn.functional.one_hot(torch.tensor([[1, 3, 2, 2], [3, 3, 1, 3]]), 4).float()
+    record = decoding.predictions(logits.reshape(8, 4), target.reshape(8), None, Tok(), 2, 0,
+                                  decoding.TokenizerCopies())
+    rows = record["samples"]
+    assert [(r["predicted"], r["target"]) for r in rows] == [("ac", "ab"), ("ccac", "cccc")]
+    assert rows[0]["predicted_ids"] == [1, 3, 2, 2] and rows[0]["accuracy"] == 0.5
+
+
 def test_export_shows_batches_samples_and_predictions(run_inprocess, tmp_path):
     import io
     import json
@@ -271,6 +293,62 @@ for x, y in zip(xs, ys):
         assert [r.get("target_index") for r in rows] == [None if t == 1 else t for t in y], step
         assert [r.get("ignored", False) for r in rows] == [t == 1 for t in y], step
         assert all(("correct" in r) != r.get("ignored", False) for r in rows)
+
+
+def test_predictions_and_per_sample_loss_describe_the_same_training_batch(run_inprocess):
+    # nanoGPT's pattern: now and then a validation loss before the training batch, with
+    # autograd on. The step's predictions and per-sample loss are both the training loss's.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+classes = ["cat", "dog", "cow"]
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+val_x, val_y = torch.randn(4, 4), torch.tensor([2, 2, 2, 2])
+for step in range(2):
+    val_loss = nn.functional.cross_entropy(model(val_x), val_y)
+    x, y = torch.randn(4, 4), torch.tensor([0, 1, 0, 1])
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    for record in run.steps():
+        predicted = S.predictions(run, record.step)
+        assert [r["target_index"] for r in predicted["samples"]] == [0, 1, 0, 1]
+        losses = [c for c in run.calls(record.first_seq, record.last_seq) if c.name == "F.cross_entropy"]
+        assert record.extra["per_sample_loss"]["seq"] == losses[-1].seq
+
+
+def test_the_step_view_puts_the_predictions_own_losses_beside_them(run_inprocess):
+    # An auxiliary loss after the cross-entropy: the step's per-sample loss follows it,
+    # but the losses shown beside the predictions are the cross-entropy's.
+    import torch
+
+    from tvis_tui.screens.step_view import sample_losses
+
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(4, 4), torch.tensor([0, 1, 2, 1])
+logits = model(x)
+loss = nn.functional.cross_entropy(logits, y) + 0.1 * nn.functional.mse_loss(logits, torch.zeros(4, 3))
+opt.zero_grad(); loss.backward(); opt.step()
+import os
+torch.save((logits.detach(), y), os.path.join(os.path.dirname(__file__), "logits.pt"))
+""")
+    assert code == 0
+    (step,) = run.steps()
+    predicted = S.predictions(run, 1)
+    ce = next(c for c in run.calls(step.first_seq, step.last_seq) if c.name == "F.cross_entropy")
+    assert predicted["loss_seq"] == ce.seq != step.extra["per_sample_loss"]["seq"]
+    logits, y = torch.load(run.path.parent.parent / "logits.pt")
+    expected = torch.nn.functional.cross_entropy(logits, y, reduction="none")
+    losses, _ = sample_losses(run, step, predicted["loss_seq"])
+    assert losses == pytest.approx(dict(enumerate(expected.tolist())))
 
 
 def test_token_predictions_keep_one_row_per_sequence_without_a_dataloader(run_inprocess, capsys):
@@ -491,6 +569,34 @@ for batch in DataLoader(["a cat sat", "a dog"], batch_size=2, collate_fn=collate
     (call,) = S.batches(run)[0]["tokens"]
     assert call["text"] == ["a cat sat", "a dog"] and call["ids"] == [1, 2, 3, 1, 4, 0]
     assert call["shape"] == [2, 3] and call["n_ids"] == 6
+    loaded = next(c for c in run.calls(1, run.call_count()) if c.kind == "data")
+    (batch,) = run.slots(loaded.seq, "output")
+    assert (batch.path, batch.shape) == ("batch.input_ids", (2, 3))
+
+
+def test_a_sample_that_is_a_mapping_but_not_a_dict_is_described_by_its_items(run_inprocess):
+    code, run = run_inprocess("""
+from collections import UserDict
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Encoding(UserDict):
+    pass
+
+class Pairs(Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return Encoding(input_ids=torch.tensor([i, i + 1]), label=i % 2)
+
+model = torch.nn.EmbeddingBag(8, 2)
+for batch in DataLoader(Pairs(), batch_size=2, collate_fn=lambda rows: rows):
+    model(torch.stack([row["input_ids"] for row in batch])).sum().backward()
+""")
+    assert code == 0
+    first = S.samples(run, S.batches(run)[0]["seq"])[0]
+    assert first["item"]["kind"] == "dict"
+    assert [key for key, _ in first["item"]["items"]] == ["input_ids", "label"]
 
 
 @pytest.mark.parametrize("second, named", [

@@ -177,13 +177,23 @@ class DataCapture:
             return stack[-1].record.type
         return f"F.{name}"
 
+    def _loss_seq(self) -> int:
+        """The loss call being decoded: the criterion module around F.cross_entropy, or
+        the F.cross_entropy call itself, closed by now (the recorder's wrapper is inside
+        this one)."""
+        log = self._rec.log
+        criterion = next((c for c in reversed(log.stack) if c.criterion), None)
+        return criterion.record.seq if criterion is not None else log.last_seq
+
     def _wanted(self, logits: Any) -> bool:
-        """The first classification loss of a step is decoded, unless a later one trains:
-        a metric on detached logits (logged after optimizer.step(), so counted in the next
-        step) must not stand for the predictions the step trained on."""
+        """A step's predictions are its last training loss's, else its last loss's (the
+        call its per-sample loss comes from, per_sample_loss.attach): a metric on detached
+        logits logged after optimizer.step() must not stand for the predictions the step
+        trained on, nor a validation loss computed with autograd on before the training
+        batch (nanoGPT's) for them."""
         trains = isinstance(logits, torch.Tensor) and logits.requires_grad and torch.is_grad_enabled()
         step = self._rec.steps.step
-        if self._predicted_step == step and (self._predicted_trains or not trains):
+        if self._predicted_step == step and self._predicted_trains and not trains:
             return False
         self._predicted_step, self._predicted_trains = step, trains
         return True
@@ -201,5 +211,6 @@ class DataCapture:
         record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
                                       kwargs.get("ignore_index", -100), self._tokenizer_copies)
         if record is not None:
-            record.update(step=self._rec.steps.step, loss=self._loss_name(name), after_seq=self._rec.log.last_seq)
+            record.update(step=self._rec.steps.step, loss=self._loss_name(name), after_seq=self._rec.log.last_seq,
+                          loss_seq=self._loss_seq())
             self._rec.writer.call(store.put_prediction, record)

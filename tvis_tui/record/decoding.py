@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any, Callable, Iterable
 
@@ -42,7 +43,7 @@ def class_names(value: Any) -> list[str] | None:
     """A list of names indexed by class, from a list of names or a map either way."""
     if isinstance(value, (list, tuple)) and len(value) >= 2 and all(isinstance(v, str) for v in value):
         return list(value)
-    if isinstance(value, dict) and len(value) >= 2:
+    if isinstance(value, Mapping) and len(value) >= 2:
         items = list(value.items())
         if all(isinstance(k, str) and isinstance(v, int) for k, v in items):
             items = [(v, k) for k, v in items]
@@ -251,7 +252,9 @@ def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, decoder: A
         if tgt is not None:
             want = tgt[b].tolist()
             kept = [i for i in want if i != ignore_index]
-            entry.update(target=_decode(decoder, kept), target_ids=want,
+            # The text of both leaves out the positions the loss ignores (padding).
+            said = [p for p, w in zip(ids, want) if w != ignore_index]
+            entry.update(predicted=_decode(decoder, said), target=_decode(decoder, kept), target_ids=want,
                          accuracy=sum(p == w for p, w in zip(ids, want) if w != ignore_index) / max(len(kept), 1))
         rows.append(entry)
     return {"kind": "tokens", "tokenizer": type(tokenizer).__name__, "samples": rows}

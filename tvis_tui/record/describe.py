@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,7 @@ def _items(value: Any) -> tuple[str, list[tuple[Any, Any]]] | None:
         return "tuple", [(f, getattr(value, f)) for f in type(value)._fields]
     if isinstance(value, (tuple, list)):
         return type(value).__name__ if type(value) in (tuple, list) else "list", list(enumerate(value))
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict, or a UserDict as HF's BatchEncoding
         return "dict", [(k if isinstance(k, (str, int)) else repr(k), v) for k, v in value.items()]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return "dict", [(f.name, value.__dict__.get(f.name)) for f in dataclasses.fields(value)]

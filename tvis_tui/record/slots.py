@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import weakref
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
 import torch
@@ -44,7 +45,7 @@ def leaves(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
             yield from leaves(item, f"{path}[{i}]", depth + 1)
-    elif isinstance(value, dict):
+    elif isinstance(value, Mapping):  # a dict, or a UserDict as HF's BatchEncoding
         for key, item in value.items():
             # Model-output dicts (HF ModelOutput) read best as attributes.
             as_attribute = (isinstance(key, str) and key.isidentifier() and depth == 0

@@ -82,7 +82,8 @@ class StepScreen(Screen[None]):
         steps = self.steps or self.reader.steps()
         record = predictions(self.reader, step)
         this = next((s for s in steps if s.step == step), None)
-        losses = sample_losses(self.reader, this) if this is not None else ({}, set())
+        loss_seq = record.get("loss_seq") if record is not None else None
+        losses = sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set())
         batch = step_batch(self.reader, step)
         drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
         if not get_current_worker().is_cancelled:
@@ -216,15 +217,21 @@ class StepScreen(Screen[None]):
         self.dismiss()
 
 
-def sample_losses(reader: RunReader, step: StepRecord) -> tuple[dict[int, float], set[int]]:
+def sample_losses(reader: RunReader, step: StepRecord, loss_seq: int | None = None
+                  ) -> tuple[dict[int, float], set[int]]:
     """Each sample's loss by its position in the batch (when the per-sample values were
-    stored, else the highest few the step record keeps), and the positions of those."""
+    stored, else the highest few the step record keeps), and the positions of those.
+    `loss_seq`: the loss call the predictions shown beside them came from (a step may
+    hold a validation loss and the training loss, or a main and an auxiliary loss): the
+    losses are that call's, or none."""
     summary = step.extra.get("per_sample_loss")
-    if not isinstance(summary, dict):
+    summary = summary if isinstance(summary, dict) else {}
+    seq = loss_seq if loss_seq is not None else summary.get("seq")
+    if seq is None:
         return {}, set()
-    worst = {int(pos): float(value) for pos, value in summary.get("worst", [])}
-    slot = next((s for s in reader.slots(summary["seq"], "per_sample") if s.path == "per_sample"), None)
-    values = reader.values(summary["seq"], slot) if slot is not None and slot.has_values else None
+    worst = {int(pos): float(value) for pos, value in summary.get("worst", [])} if summary.get("seq") == seq else {}
+    slot = next((s for s in reader.slots(seq, "per_sample") if s.path == "per_sample"), None)
+    values = reader.values(seq, slot) if slot is not None and slot.has_values else None
     losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
     return losses, set(worst)
 
