@@ -99,6 +99,23 @@ def test_samples_stages_tokens_predictions_in_process(run_inprocess):
     _check(run)
 
 
+def test_samples_of_a_random_split_keep_their_stages_and_the_index_beneath(run_inprocess):
+    # Subset fetches a batch in one __getitems__ call: tvis fetches it item by item, as
+    # Subset itself would, so each sample keeps its transform stages.
+    script = SCRIPT.replace("loader = DataLoader(Images(),", """part = torch.utils.data.random_split(
+        torch.utils.data.Subset(Images(), [7, 6, 5, 4, 3, 2, 1, 0]), [6, 2])[0]
+    loader = DataLoader(part,""")
+    code, run = run_inprocess(script, "0")
+    assert code == 0
+    batch = S.batches(run)[0]
+    part_indices = {s["index"]: s for s in S.samples(run, batch["seq"])}
+    for s in part_indices.values():
+        assert [st["name"] for st in s["transforms"][0]["stages"]] == ["0:Scale", "1:Shift"]
+        *_, ids = (value for _, value in s["item"]["items"])
+        assert ids["decoded"] == "abcd"[s["base_index"] % 4] * 2  # the item is Images()[base_index]
+    assert batch["transforms"] == []
+
+
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_worker_samples_are_as_complete(run_inprocess, context):
     """Spawned workers are fresh interpreters: tvis is installed there as they start."""

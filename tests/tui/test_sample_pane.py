@@ -251,3 +251,18 @@ async def test_predictions_from_nan_logits_say_so_instead_of_ranking_them(tmp_pa
         assert "NaN/Inf logits" in rows[1] and "%" not in rows[1] and "✗" not in rows[1]
         await press(pilot, "right_square_bracket")
         assert "NaN/Inf at 2" in screen_text(pilot.app)
+
+
+async def test_a_sample_of_a_split_names_its_index_in_the_full_dataset(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_batch(w, {"seq": 1, "step": 1, "indices": [12, 7], "size": 2, "detailed": 2})
+        put_sample(w, 1, {**SAMPLES[0], "base_index": 40})
+        put_sample(w, 1, SAMPLES[1])
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        await press(pilot, "p")
+        assert "sample 12 (#0; 40 before the split)" in screen_text(pilot.app)
+        await press(pilot, "end")
+        assert "sample 7 (#1)" in screen_text(pilot.app)

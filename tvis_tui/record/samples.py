@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+from torch.utils.data import Subset
+
 from tvis_tui.record import transforms
 from tvis_tui.record.describe import Budget, describe
 
@@ -124,6 +126,9 @@ class _DatasetProxy:
 
     def __getitem__(self, index: Any) -> Any:
         sample = self._capture.begin_sample(index)
+        beneath = _index_beneath(self._dataset, index)
+        if beneath is not None:
+            sample["base_index"] = beneath
         try:
             item = self._dataset[index]
         finally:
@@ -133,6 +138,10 @@ class _DatasetProxy:
         return item
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__getitems__" and _subsets_of_single_items(self._dataset):
+            # Then fetching item by item (the fetcher's way without __getitems__) gets the
+            # same items by the same calls, and each is seen with its transform stages.
+            raise AttributeError(name)
         value = getattr(self._dataset, name)  # AttributeError as the dataset gives it
         if name == "__getitems__" and value:
             return self._getitems_of(value)
@@ -174,6 +183,30 @@ class _IteratorProxy:
         if self._capture.detailed(sample):
             sample["item"] = self._capture.describe(item)
         return item
+
+
+def _subsets_of_single_items(dataset: Any) -> bool:
+    """Whether `dataset` is a `Subset` (random_split's), maybe of Subsets, as torch
+    defines it, over a dataset that has no `__getitems__`: its `__getitems__` then only
+    gets each item in turn."""
+    if not (isinstance(dataset, Subset) and type(dataset).__getitems__ is Subset.__getitems__):
+        return False
+    while isinstance(dataset, Subset) and type(dataset).__getitems__ is Subset.__getitems__:
+        dataset = dataset.dataset
+    return not callable(getattr(dataset, "__getitems__", None))
+
+
+def _index_beneath(dataset: Any, index: Any) -> int | None:
+    """The index in the dataset under a chain of `Subset`s (random_split) that `index`
+    of the outer one stands for; None when `dataset` is no Subset."""
+    if not isinstance(dataset, Subset) or not isinstance(index, int):
+        return None
+    try:
+        while isinstance(dataset, Subset):
+            index, dataset = dataset.indices[index], dataset.dataset
+        return int(index)
+    except (IndexError, TypeError, ValueError):  # indices of a shape tvis does not know
+        return None
 
 
 def _index(index: Any) -> Any:

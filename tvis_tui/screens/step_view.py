@@ -194,7 +194,9 @@ class StepScreen(Screen[None]):
         sample = self.samples.get(position)
         index = _dataset_index(self.batch, sample, position)
         # Named as the table names it: the dataset index under "sample", the position under "#".
-        title = (f"sample {index} " if index is not None else "sample ") + f"(#{position})"
+        beneath = sample.get("base_index") if sample is not None else None  # under a random_split
+        title = ((f"sample {index} " if index is not None else "sample ") + f"(#{position}"
+                 + (f"; {beneath} before the split)" if beneath is not None else ")"))
         title += f", row {row % per + 1} of its {per}" if per > 1 else ""
         if sample is not None and any(key in sample for key in ("item", "transforms", "tokens")):
             pane.show(title, sample)
