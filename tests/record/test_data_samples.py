@@ -368,6 +368,39 @@ torch.save((logits.detach(), y), os.path.join(os.path.dirname(__file__), "logits
     assert losses == pytest.approx(dict(enumerate(expected.tolist())))
 
 
+@pytest.mark.parametrize("table, joined", [
+    ("itos = {i: ch for i, ch in enumerate(chars)}", ""),  # nanoGPT's characters
+    ("idx2word = [ch * 2 for ch in chars]", " "),  # a word-level list
+])
+def test_token_predictions_decode_with_the_scripts_own_id_table(run_inprocess, table, joined):
+    # No tokenizer object: encode/decode are lambdas over the script's own tables.
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+torch.manual_seed(0)
+chars = sorted(set("hello world"))
+stoi = {{ch: i for i, ch in enumerate(chars)}}
+{table}
+encode = lambda s: [stoi[c] for c in s]
+data = torch.tensor(encode("hello world " * 8))
+model = nn.Sequential(nn.Embedding(len(chars), 16), nn.Linear(16, len(chars)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    x, y = data[:-1].view(1, -1)[:, :8], data[1:].view(1, -1)[:, :8]
+    logits = model(x)
+    loss = nn.functional.cross_entropy(logits.view(-1, len(chars)), y.view(-1))
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    chars = sorted(set("hello world"))
+    tokens = [ch if not joined else ch * 2 for ch in chars]
+    pred = S.all_predictions(run)[0]
+    assert pred["kind"] == "tokens" and pred["tokenizer"] == table.split()[0]
+    (row,) = pred["samples"]
+    assert row["target"] == joined.join(tokens[i] for i in row["target_ids"])
+    assert row["predicted"] == joined.join(tokens[i] for i in row["predicted_ids"])
+
+
 def test_token_predictions_keep_one_row_per_sequence_without_a_dataloader(run_inprocess, capsys):
     # Batches drawn by hand (no DataLoader tells the batch size) and logits flattened
     # with view(-1, V) for the loss: each sequence is still its own row. The texts come

@@ -19,7 +19,6 @@ import builtins
 import functools
 import itertools
 import sys
-import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -57,7 +56,7 @@ class DataCapture:
         self._dataset: Any = None
         self._batch_size: int | None = None
         self._tokenizer_copies = decoding.TokenizerCopies()
-        self._predicted_with: weakref.ref | None = None
+        self._predicted_with: Callable[[], Any] | None = None
         self.tokens = TokenizerWatch(self._on_tokens, self._is_user_file,
                                      lambda undo: recorder._undo.append(undo),
                                      lambda: recorder._reentry.inside)
@@ -137,7 +136,7 @@ class DataCapture:
         if decoder is not None:
             for sample in samples:
                 decoding.decode_sample(sample.get("item"), decoder, vocab_size(tokenizer),
-                                       type(tokenizer).__name__)
+                                       decoding.tokenizer_name(tokenizer))
 
     def _tokenizer(self) -> Any:
         """The tokenizer that decoded the last predictions, else the last one called."""
@@ -207,7 +206,9 @@ class DataCapture:
             tokenizer = self.tokens.last()
         if tokenizer is not None:
             self.tokens.consider(tokenizer)
-            self._predicted_with = weak_ref(tokenizer)
+            # The script's tokenizer is not kept alive by tvis; an IdTable is tvis's own.
+            self._predicted_with = ((lambda: tokenizer) if isinstance(tokenizer, decoding.IdTable)
+                                    else weak_ref(tokenizer))
         record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
                                       kwargs.get("ignore_index", -100), self._tokenizer_copies)
         if record is not None:

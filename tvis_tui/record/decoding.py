@@ -116,17 +116,58 @@ def _namespace(frames: Iterable[FrameType]) -> Iterable[tuple[str, Any]]:
 
 def discover(frames: list[FrameType], objects: Iterable[Any]) -> tuple[list[str] | None, Any]:
     """(class names, tokenizer) from the given objects (datasets, models) first, then the
-    variables of the script's frames, innermost first."""
+    variables of the script's frames, innermost first. Without a tokenizer object, the
+    script's own id-to-text table serves as one (IdTable)."""
     names = next((n for n in map(names_of, objects) if n), None)
-    tokenizer = None
+    tokenizer = table = None
     for key, value in _namespace(frames):
         if names is None and key in NAME_ATTRS:
             names = class_names(value)
         if tokenizer is None and not key.startswith("__") and looks_like_tokenizer(value):
             tokenizer = value
+        if table is None and key in ID_TABLES:
+            table = IdTable.of(key, value)
         if names is not None and tokenizer is not None:
             break
-    return names, tokenizer
+    return names, tokenizer if tokenizer is not None else table
+
+
+ID_TABLES = ("itos", "ix_to_char", "idx_to_char", "int_to_char", "idx2char", "id2char", "int2char",
+             "itoc", "id2token", "idx2token", "id_to_token", "idx_to_token", "itow", "idx2word",
+             "id2word", "idx_to_word", "ix_to_word", "int_to_word", "int_to_vocab")
+"""Names scripts give the table from token id to text when they have no tokenizer object
+(nanoGPT's `itos`, min-char-rnn's `ix_to_char`)."""
+
+
+class IdTable:
+    """The script's own table from token id to text, decoding as the script's `decode`
+    function over it would (`''.join(itos[i] for i in ids)`): characters joined as they
+    are, longer tokens with spaces. Decoding it runs no code of the script's."""
+
+    def __init__(self, name: str, table: dict[int, str]) -> None:
+        self.name = name
+        self.table = table
+        self.vocab_size = max(table) + 1
+        self.separator = "" if all(len(token) == 1 for token in table.values()) else " "
+
+    @classmethod
+    def of(cls, name: str, value: Any) -> "IdTable | None":
+        """The table `value` (a list of strings, or a map from id to string), if it is one."""
+        if isinstance(value, (list, tuple)):
+            value = dict(enumerate(value))
+        if not isinstance(value, Mapping) or len(value) < 2:
+            return None
+        if not all(isinstance(k, int) and k >= 0 and isinstance(v, str) for k, v in value.items()):
+            return None
+        return cls(name, dict(value))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.separator.join(self.table[i] for i in ids)
+
+
+def tokenizer_name(tokenizer: Any) -> str:
+    """What a tokenizer is called in the records: its class, or the script's table's name."""
+    return tokenizer.name if isinstance(tokenizer, IdTable) else type(tokenizer).__name__
 
 
 class TokenizerCopies:
@@ -257,7 +298,7 @@ def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, decoder: A
             entry.update(predicted=_decode(decoder, said), target=_decode(decoder, kept), target_ids=want,
                          accuracy=sum(p == w for p, w in zip(ids, want) if w != ignore_index) / max(len(kept), 1))
         rows.append(entry)
-    return {"kind": "tokens", "tokenizer": type(tokenizer).__name__, "samples": rows}
+    return {"kind": "tokens", "tokenizer": tokenizer_name(tokenizer), "samples": rows}
 
 
 def _decode(tokenizer: Any | None, ids: list[int]) -> str | None:
