@@ -69,6 +69,15 @@ def test_arguments_after_the_script_are_the_scripts_own(tmp_path):
     assert meta["failing_site"].endswith(f"{script.name}:5") and "sys.exit(3)" in meta["traceback"]
 
 
+def test_a_run_outside_the_current_folder_is_named_by_its_absolute_path(tmp_path):
+    script = write_script(tmp_path / "proj", "print('trained')")
+    (tmp_path / "here").mkdir()
+    proc = tvis_cli("run", "--out", str(tmp_path / "elsewhere"), "--name", "r", str(script),
+                    cwd=tmp_path / "here")
+    assert proc.returncode == 0 and proc.stdout == "trained\n"
+    assert proc.stderr.splitlines()[-1].endswith(f"run saved to {tmp_path / 'elsewhere' / 'r'}")
+
+
 def test_module_mode_runs_like_python_dash_m(tmp_path):
     write_script(tmp_path, "", "pkg/__init__.py")
     write_script(tmp_path, """

@@ -153,6 +153,31 @@ def test_an_uncaught_ctrl_c_prints_its_traceback_as_under_python(tmp_path):
     assert last == "tvis: recorded 0 steps (stopped); run saved to runs/s"
 
 
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt  # as a Ctrl-C lands: here, in a library tvis called
+
+
+def test_a_ctrl_c_landing_in_tvis_own_work_shows_the_scripts_frames_only(tmp_path, monkeypatch, capsys):
+    # tvis's hooks call libraries (msgpack, numpy): python would show the interrupt in the
+    # script's line, and so does tvis, with none of those frames.
+    from tvis_tui.record import slots
+
+    script = write_script(tmp_path, """
+        import torch
+        net = torch.nn.Linear(2, 2)
+        net(torch.ones(1, 2))
+    """)
+    monkeypatch.setattr(slots, "summarize", _interrupted)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(KeyboardInterrupt):  # the CLI then ends the process as python would
+        runner.record(runner.Target(str(script), ()), runner.Options(out_dir="runs", name="c"))
+    shown = capsys.readouterr().err.splitlines()
+    files = [line.split('"')[1] for line in shown if line.startswith('  File "')]
+    assert shown[-2] == "KeyboardInterrupt"
+    assert files[0] == str(script) and all("torch" in f for f in files[1:]), files
+    assert shown[-1].startswith("tvis: recorded 0 steps (stopped)")
+
+
 def test_the_scripts_own_excepthook_shows_its_crash(tmp_path):
     (tmp_path / "hooked.py").write_text(
         "import sys\n"

@@ -46,6 +46,7 @@ from tvis_tui.record.calls import OpenCall, call_phase
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.step_limit import StopRecording
+from tvis_tui.record.tvis_frames import own_work
 from tvis_tui.store.records import Site
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ class FunctionTracer:
 
     # -- the global trace function -------------------------------------------------------
 
+    @own_work
     def _on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
         plan = self._plans.get(frame.f_code, _UNSEEN)
         if plan is None:
@@ -315,6 +317,7 @@ class _Frame:
                                transparent=True)
         return call
 
+    @own_work
     def event(self, frame: FrameType, event: str, arg: Any) -> Any:
         tracer = self.tracer
         if not tracer._live:

@@ -48,6 +48,7 @@ from tvis_tui.record.slots import leaves
 from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import count_gc_as_overhead
+from tvis_tui.record.tvis_frames import own_work
 from tvis_tui.record.updates import ParamUpdates, given_names, params as optimizer_params
 from tvis_tui.store.writer import RunWriter
 
@@ -282,6 +283,7 @@ class Recorder:
         return (not self._reentry.inside and self.in_recording_process()
                 and not torch._C._get_tracing_state() and _functorch_level() is None)
 
+    @own_work
     def _guard(self, body: Callable[..., Any], *args: Any) -> Any:
         """Run a hook body with tvis's time counted as overhead and its errors contained."""
         started = self.log.begin_hook()

@@ -30,7 +30,7 @@ from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder
 from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.sink import WriterThread
-from tvis_tui.record.tvis_frames import is_runpy_file, is_tvis_file
+from tvis_tui.record.tvis_frames import OWN_WORK, is_runpy_file, is_tvis_file
 from tvis_tui.store.reader import RunReader
 from tvis_tui.store.records import Site
 from tvis_tui.store.runs import claim_run_path
@@ -276,9 +276,10 @@ def _text(exc: BaseException) -> str:
 def _user_traceback(tb: Any) -> Any:
     """`tb` less tvis's frames, as `python script.py` shows it: the runpy and tvis frames
     above the script, and tvis's wrappers between the script and torch (a loss function,
-    backward, the DataLoader's `__next__`, `warnings.warn` under `-W error`)."""
+    backward, the DataLoader's `__next__`, `warnings.warn` under `-W error`), and whatever
+    tvis's own work called (tvis_frames.own_work)."""
     kept = []
-    while tb is not None:
+    while tb is not None and tb.tb_frame.f_code not in OWN_WORK:  # none of what tvis's hooks ran
         name = tb.tb_frame.f_code.co_filename
         if not (is_tvis_file(name) or not kept and is_runpy_file(name)):  # runpy: above the script
             kept.append(tb)
@@ -319,10 +320,12 @@ def _shown_as_python_would(exc: BaseException) -> str:
 
 
 def _display(path: str) -> str:
+    """`path` relative to the current folder when it lies under it, else absolute."""
     try:
-        return os.path.relpath(path)
-    except ValueError:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
         return path
+    return os.path.abspath(path) if relative.split(os.sep, 1)[0] == os.pardir else relative
 
 
 SHOWN_WARNINGS = 3

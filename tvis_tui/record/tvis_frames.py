@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import runpy
+from types import CodeType
+from typing import Any, Callable, TypeVar
 
 TVIS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 """The folder of the tvis_tui package: a file under it is tvis's."""
@@ -23,6 +25,20 @@ def is_tvis_file(name: str) -> bool:
 def is_runpy_file(name: str) -> bool:
     """Whether a code object's file name is runpy's (`python -m` runs through it)."""
     return name == runpy.__file__ or name.endswith("<frozen runpy>")
+
+
+OWN_WORK: set[CodeType] = set()
+"""Code where tvis's own work begins (a hook's body, a trace callback)."""
+
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
+def own_work(function: Function) -> Function:
+    """Mark `function` as where tvis's own work begins: whatever it calls (msgpack, numpy,
+    torch ops on tvis's behalf) is tvis's too, and a traceback leaving through it (a Ctrl-C
+    that landed there) shows none of it, as python would have shown the script's line."""
+    OWN_WORK.add(function.__code__)
+    return function
 
 
 _ENTRY = re.compile(r'^  File "(?P<file>[^"]*)", line \d+, in ')
