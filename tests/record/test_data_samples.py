@@ -493,6 +493,56 @@ def test_a_pipeline_that_branches_on_a_transforms_type_runs_as_written(run_inpro
     assert S.array(entry["stages"][1]["value"]).tolist() == [6.0, 4.0, 2.0]
 
 
+def test_the_stages_of_a_pipeline_a_transform_holds_are_seen_each_time_it_runs(run_inprocess, capsys):
+    # SimCLR's two views: a wrapper that runs the pipeline it holds twice.
+    code, run = run_inprocess("""
+import torch
+from torch.utils.data import DataLoader
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = transforms
+    def __call__(self, x):
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+class TwoViews:
+    def __init__(self, base):
+        self.base = base
+        self.flip = lambda x: x.flip(0)  # a callable that is no pipeline: not a stage
+    def __call__(self, x):
+        return self.base(x), self.flip(self.base(x))
+
+def plus_one(x):
+    return x + 1
+
+def times_ten(x):
+    return x * 10
+
+class Pairs(torch.utils.data.Dataset):
+    def __init__(self):
+        self.transform = TwoViews(Compose([plus_one, times_ten]))
+    def __len__(self):
+        return 2
+    def __getitem__(self, i):
+        return self.transform(torch.tensor([float(i), 5.0]))
+
+pairs = Pairs()
+for a, b in DataLoader(pairs, batch_size=2):
+    print(a.tolist(), b.tolist())
+print(type(pairs.transform.base).__name__)  # put back after the fetch
+""")
+    assert code == 0
+    assert capsys.readouterr().out == "[[10.0, 60.0], [20.0, 60.0]] [[60.0, 10.0], [60.0, 20.0]]\nCompose\n"
+    entry = S.samples(run, S.batches(run)[0]["seq"])[1]["transforms"][0]
+    assert entry["name"] == "TwoViews"
+    names = [st["name"] for st in entry["stages"]]
+    assert names == ["base/0:plus_one", "base/1:times_ten", "base",
+                     "base#2/0:plus_one", "base#2/1:times_ten", "base#2"]
+    assert S.array(entry["stages"][2]["value"]).tolist() == [20.0, 60.0]
+
+
 def test_flattened_class_logits_keep_their_first_dimension():
     import torch
 

@@ -6,7 +6,9 @@ observer that calls it with the same arguments and returns its result unchanged.
 transform holds its stages in a list or tuple attribute `transforms` (torchvision's
 Compose and RandomApply, or any object applying a list of callables), that list is swapped,
 for the duration of the call, for one whose items call the real stages the same way; so
-the pipeline's own logic runs as written and each stage output is seen in call order.
+the pipeline's own logic runs as written and each stage output is seen in call order. A
+transform without such a list that holds pipelines as attributes (SimCLR's two-view wrapper
+around a Compose) has those observed the same way, each run of one labelled apart.
 Everything is put back when the fetch ends, also when it raises.
 """
 
@@ -109,36 +111,64 @@ class Observed(_StandIn):
 
 
 class _Stage(_StandIn):
+    """A stage of a pipeline; run more than once in one transform call (a two-view
+    wrapper's pipeline), its later runs are labelled `#2`, `#3`, ..."""
+
     def __init__(self, fn: Callable[..., Any], entry: dict[str, Any],
                  describe: Callable[[Any], dict[str, Any]], label: str, depth: int) -> None:
         self._fn, self._entry, self._describe, self._label, self._depth = fn, entry, describe, label, depth
+        self._runs = 0
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with _stages(self._fn, self._entry, self._describe, self._label + "/", self._depth + 1):
+        self._runs += 1
+        label = self._label if self._runs == 1 else f"{self._label}#{self._runs}"
+        with _stages(self._fn, self._entry, self._describe, label + "/", self._depth + 1):
             out = self._fn(*args, **kwargs)
-        self._entry["stages"].append({"name": self._label, "value": self._describe(out)})
+        self._entry["stages"].append({"name": label, "value": self._describe(out)})
         return out
 
 
 @contextlib.contextmanager
 def _stages(fn: Any, entry: dict[str, Any], describe: Callable[[Any], dict[str, Any]],
             prefix: str, depth: int = 0) -> Iterator[None]:
+    """While the block runs, `fn`'s stages are observed: the items of its `transforms`
+    list, else the pipelines it holds as attributes (a wrapper's `base` Compose)."""
     state = getattr(fn, "__dict__", None)
-    inner = state.get("transforms") if isinstance(state, dict) else None
-    if depth >= MAX_NESTING or type(inner) not in (list, tuple) or not all(map(callable, inner)):
+    if depth >= MAX_NESTING or not isinstance(state, dict):
         yield
         return
-    stages = type(inner)(_Stage(t, entry, describe, f"{prefix}{i}:{_name(t)}", depth)
-                         for i, t in enumerate(inner))
+    inner = state.get("transforms")
+    if _is_stage_list(inner):
+        stages = type(inner)(_Stage(t, entry, describe, f"{prefix}{i}:{_name(t)}", depth)
+                             for i, t in enumerate(inner))
+        swaps = {"transforms": stages}
+    else:
+        swaps = {name: _Stage(value, entry, describe, f"{prefix}{name}", depth)
+                 for name, value in state.items() if _is_pipeline(value)}
+    originals = {name: state[name] for name in swaps}
+    swapped: list[str] = []
     try:
-        fn.transforms = stages
-    except (AttributeError, TypeError):
-        yield
-        return
-    try:
+        for name, stand_in in swaps.items():
+            try:
+                setattr(fn, name, stand_in)
+            except (AttributeError, TypeError):  # slots, read-only properties
+                continue
+            swapped.append(name)
         yield
     finally:
-        fn.transforms = inner
+        for name in swapped:
+            setattr(fn, name, originals[name])
+
+
+def _is_stage_list(value: Any) -> bool:
+    return type(value) in (list, tuple) and all(map(callable, value))
+
+
+def _is_pipeline(value: Any) -> bool:
+    """A callable object applying a list of stages (a Compose)."""
+    state = getattr(value, "__dict__", None)
+    return (_is_callable_object(value) and isinstance(state, dict)
+            and _is_stage_list(state.get("transforms")))
 
 
 def _argument(args: tuple, kwargs: dict) -> Any:
