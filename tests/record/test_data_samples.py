@@ -499,11 +499,11 @@ def test_the_stages_of_a_pipeline_a_transform_holds_are_seen_each_time_it_runs(r
 import torch
 from torch.utils.data import DataLoader
 
-class Compose:
-    def __init__(self, transforms):
-        self.transforms = transforms
+class Compose:  # its stages under a name of its own
+    def __init__(self, stages):
+        self.stages = stages
     def __call__(self, x):
-        for t in self.transforms:
+        for t in self.stages:
             x = t(x)
         return x
 
@@ -541,6 +541,72 @@ print(type(pairs.transform.base).__name__)  # put back after the fetch
     assert names == ["base/0:plus_one", "base/1:times_ten", "base",
                      "base#2/0:plus_one", "base#2/1:times_ten", "base#2"]
     assert S.array(entry["stages"][2]["value"]).tolist() == [20.0, 60.0]
+
+
+LABELS_SCRIPT = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Tags(torch.utils.data.Dataset):
+    classes = CLASSES
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return torch.full((3,), float(i)), TARGETS[i]
+
+model = nn.Linear(3, OUTPUTS)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in torch.utils.data.DataLoader(Tags(), batch_size=4):
+    scores = model(x)
+    loss = LOSS
+    opt.zero_grad(); loss.backward(); opt.step()
+    torch.save(scores.detach(), __file__ + ".pt")
+"""
+
+
+def _labels_run(run_inprocess, classes, targets, outputs, loss):
+    script = (LABELS_SCRIPT.replace("CLASSES", classes).replace("TARGETS", targets)
+              .replace("OUTPUTS", str(outputs)).replace("LOSS", loss))
+    code, run = run_inprocess(script)
+    assert code == 0
+    import torch
+    scores = torch.load(str(run.path.parent.parent / "train.py.pt"))
+    return S.predictions(run, 1), scores
+
+
+def test_multi_label_predictions_name_every_label_at_half_and_up(run_inprocess):
+    import torch
+
+    predicted, scores = _labels_run(
+        run_inprocess, '["red", "round", "big"]',
+        "[torch.tensor(t) for t in ([1., 0., 1.], [0., 0., 0.], [0., 1., 0.], [1., 1., 1.])]",
+        3, "nn.BCEWithLogitsLoss(pos_weight=torch.ones(3))(scores, y)")
+    assert (predicted["kind"], predicted["loss"], predicted["names"]) == ("labels", "BCEWithLogitsLoss", True)
+    names = ["red", "round", "big"]
+    wanted = [[0, 2], [], [1], [0, 1, 2]]
+    for row, probs, want in zip(predicted["samples"], torch.sigmoid(scores), wanted):
+        said = [i for i, p in enumerate(probs.tolist()) if p >= 0.5]
+        assert row["predicted"] == said and row["target_indices"] == want
+        assert row["target"] == (", ".join(names[i] for i in want) or "none")
+        assert row["correct"] == (said == want)
+        best = int(probs.argmax())
+        assert row["top"][0][:2] == [names[best], best]
+        assert row["top"][0][2] == pytest.approx(float(probs[best]), abs=1e-6)
+
+
+def test_a_single_score_per_sample_reads_as_two_classes(run_inprocess):
+    import torch
+
+    predicted, scores = _labels_run(
+        run_inprocess, '["cat", "dog"]', "[torch.tensor([float(i % 2)]) for i in range(4)]", 1,
+        "nn.functional.binary_cross_entropy(torch.sigmoid(scores), y)")
+    assert (predicted["kind"], predicted["loss"]) == ("classes", "F.binary_cross_entropy")
+    for i, (row, p) in enumerate(zip(predicted["samples"], torch.sigmoid(scores).reshape(-1).tolist())):
+        name, index, prob = row["top"][0]
+        assert (name, index) == (("dog", 1) if p >= 0.5 else ("cat", 0))
+        assert prob == pytest.approx(max(p, 1 - p), abs=1e-6)
+        assert row["target"] == ["cat", "dog"][i % 2] and row["correct"] == (index == i % 2)
 
 
 def test_flattened_class_logits_keep_their_first_dimension():

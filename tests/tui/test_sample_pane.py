@@ -266,3 +266,28 @@ async def test_a_sample_of_a_split_names_its_index_in_the_full_dataset(tmp_path)
         assert "sample 12 (#0; 40 before the split)" in screen_text(pilot.app)
         await press(pilot, "end")
         assert "sample 7 (#1)" in screen_text(pilot.app)
+
+
+async def test_multi_label_predictions_show_every_label_said_and_the_target_set(tmp_path):
+    from tvis_tui.screens.step_view import _class_cells
+
+    rows = [{"top": [["red", 0, 0.9], ["big", 2, 0.7], ["round", 1, 0.2]], "predicted": [0, 2],
+             "target": "red, big", "target_indices": [0, 2], "correct": True},
+            {"top": [["round", 1, 0.6], ["red", 0, 0.1], ["big", 2, 0.05]], "predicted": [1],
+             "target": "none", "target_indices": [], "correct": False}]
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_prediction(w, {"kind": "labels", "names": True, "classes": 3, "step": 1,
+                           "loss": "BCEWithLogitsLoss", "samples": rows})
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "predictions from BCEWithLogitsLoss  1 of 2 right" in text
+        shown = [line for line in text.splitlines() if "red" in line and "%" in line]
+        assert "red, big" in shown[0] and "red 90%  big 70%  round 20%" in shown[0] and "✓" in shown[0]
+        assert "none" in shown[1] and "✗" in shown[1]
+    _, top, _ = _class_cells(rows[0], labels=True)
+    bold = [top.plain[span.start:span.end] for span in top.spans if span.style == "bold"]
+    assert bold == ["red 90%", "  big 70%"]  # both labels said, not only the first

@@ -43,7 +43,9 @@ BATCH_BYTES = 16 << 20
 TOKEN_CALLS_PER_STEP = 256
 """Tokenizer calls recorded per step outside data loading (a logging loop may decode a lot)."""
 
-PREDICTION_LOSSES = ("cross_entropy", "nll_loss")
+PREDICTION_LOSSES = ("cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy")
+LABEL_LOSSES = {"binary_cross_entropy_with_logits": False, "binary_cross_entropy": True}
+"""Binary cross-entropies, and whether their input is probabilities (else logits)."""
 
 
 class DataCapture:
@@ -209,8 +211,11 @@ class DataCapture:
             # The script's tokenizer is not kept alive by tvis; an IdTable is tvis's own.
             self._predicted_with = ((lambda: tokenizer) if isinstance(tokenizer, decoding.IdTable)
                                     else weak_ref(tokenizer))
-        record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
-                                      kwargs.get("ignore_index", -100), self._tokenizer_copies)
+        if name in LABEL_LOSSES:
+            record = decoding.label_predictions(logits, target, names, LABEL_LOSSES[name])
+        else:
+            record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
+                                          kwargs.get("ignore_index", -100), self._tokenizer_copies)
         if record is not None:
             record.update(step=self._rec.steps.step, loss=self._loss_name(name), after_seq=self._rec.log.last_seq,
                           loss_seq=self._loss_seq())

@@ -210,6 +210,52 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         return record
 
 
+def label_predictions(scores: Any, target: Any, names: list[str] | None, probabilities: bool
+                      ) -> dict[str, Any] | None:
+    """Per-sample predictions of a binary cross-entropy (`scores` are logits, or
+    `probabilities`): one score per sample reads as two classes, the second from 0.5 up;
+    several are independent labels (multi-label), each predicted from 0.5 up."""
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point() or scores.dim() == 0:
+        return None
+    with torch.no_grad():
+        p = scores.detach().float()
+        p = p if probabilities else torch.sigmoid(p)
+        t = target.detach() if isinstance(target, torch.Tensor) else None
+        if t is not None and t.numel() != p.numel():
+            t = None
+        if p.dim() == 1 or p.shape[-1] == 1:
+            p = p.reshape(-1)
+            # As two classes' log-probabilities: their softmax gives back 1 - p and p.
+            record = _as_classes(torch.stack([1 - p, p], -1).log(), None if t is None else (t.reshape(-1) >= 0.5).long(),
+                                 names if names is not None and len(names) == 2 else None)
+        else:
+            record = _as_labels(p.reshape(-1, p.shape[-1]), None if t is None else t.reshape(-1, p.shape[-1]), names)
+        record["leading"] = int(scores.shape[0])
+        return record
+
+
+def _as_labels(p: torch.Tensor, t: torch.Tensor | None, names: list[str] | None) -> dict[str, Any]:
+    """Multi-label rows: the most likely labels, the ones predicted (from 0.5 up), the
+    target's, and whether the two sets agree."""
+    n = min(p.shape[0], MAX_SAMPLES)
+    top_p, top_i = p[:n].topk(min(TOP_K, p.shape[-1]), dim=-1)
+    label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
+    finite = torch.isfinite(p[:n]).all(-1).tolist()
+    said = [(row >= 0.5).nonzero().flatten().tolist() for row in p[:n]]
+    rows = []
+    for row, (ps, ids) in enumerate(zip(top_p.tolist(), top_i.tolist())):
+        entry: dict[str, Any] = ({"top": [[label(i), i, round(q, 6)] for q, i in zip(ps, ids)],
+                                  "predicted": said[row]} if finite[row] else {"top": [], "nonfinite": True})
+        if t is not None:
+            wanted = (t[row] >= 0.5).nonzero().flatten().tolist()
+            entry["target"], entry["target_indices"] = ", ".join(map(label, wanted)) or "none", wanted
+            if finite[row]:
+                entry["correct"] = said[row] == wanted
+        rows.append(entry)
+    return {"kind": "labels", "names": names is not None, "classes": p.shape[-1], "rows": p.shape[0],
+            "samples": rows}
+
+
 def _leading(logits: torch.Tensor, x: torch.Tensor) -> int:
     """The size of the logits' first dimension as the script had it before any flattening:
     the samples, when the batch comes first. Each sample's rows (its pixels, or its tokens

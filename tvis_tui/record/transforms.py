@@ -3,8 +3,9 @@
 While one batch is fetched, each transform-like attribute of the dataset (`transform`,
 `target_transform`, `augment`, ...; also on a wrapped `.dataset`) is swapped for an
 observer that calls it with the same arguments and returns its result unchanged. When the
-transform holds its stages in a list or tuple attribute `transforms` (torchvision's
-Compose and RandomApply, or any object applying a list of callables), that list is swapped,
+transform holds its stages in a list or tuple attribute (`transforms`, as torchvision's
+Compose and RandomApply; else its one attribute that is a list of callable objects, as a
+hand-written Compose's `self.ts`), that list is swapped,
 for the duration of the call, for one whose items call the real stages the same way; so
 the pipeline's own logic runs as written and each stage output is seen in call order. A
 transform without such a list that holds pipelines as attributes (SimCLR's two-view wrapper
@@ -137,11 +138,12 @@ def _stages(fn: Any, entry: dict[str, Any], describe: Callable[[Any], dict[str, 
     if depth >= MAX_NESTING or not isinstance(state, dict):
         yield
         return
-    inner = state.get("transforms")
-    if _is_stage_list(inner):
+    listed = _stage_list(state)
+    if listed is not None:
+        attr, inner = listed
         stages = type(inner)(_Stage(t, entry, describe, f"{prefix}{i}:{_name(t)}", depth)
                              for i, t in enumerate(inner))
-        swaps = {"transforms": stages}
+        swaps = {attr: stages}
     else:
         swaps = {name: _Stage(value, entry, describe, f"{prefix}{name}", depth)
                  for name, value in state.items() if _is_pipeline(value)}
@@ -160,15 +162,23 @@ def _stages(fn: Any, entry: dict[str, Any], describe: Callable[[Any], dict[str, 
             setattr(fn, name, originals[name])
 
 
+def _stage_list(state: dict[str, Any]) -> tuple[str, list[Any] | tuple[Any, ...]] | None:
+    """(attribute, stages) of a pipeline's state: its `transforms` list (torchvision's
+    name), else its one attribute that is a list of callable objects (`self.ts`)."""
+    if _is_stage_list(state.get("transforms")):
+        return "transforms", state["transforms"]
+    found = [(name, value) for name, value in state.items() if _is_stage_list(value)]
+    return found[0] if len(found) == 1 else None
+
+
 def _is_stage_list(value: Any) -> bool:
-    return type(value) in (list, tuple) and all(map(callable, value))
+    return type(value) in (list, tuple) and len(value) > 0 and all(map(_is_callable_object, value))
 
 
 def _is_pipeline(value: Any) -> bool:
     """A callable object applying a list of stages (a Compose)."""
     state = getattr(value, "__dict__", None)
-    return (_is_callable_object(value) and isinstance(state, dict)
-            and _is_stage_list(state.get("transforms")))
+    return _is_callable_object(value) and isinstance(state, dict) and _stage_list(state) is not None
 
 
 def _argument(args: tuple, kwargs: dict) -> Any:

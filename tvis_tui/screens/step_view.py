@@ -175,7 +175,8 @@ class StepScreen(Screen[None]):
             loss = Text(number(losses[i]) if i in losses else "", justify="right",
                         style="bold red" if i in worst else "")
             index = str(indices[i]) if indices is not None and i < len(indices) else ""
-            table.add_row(str(i), Text(index, style="dim", justify="right"), *_class_cells(row), loss)
+            table.add_row(str(i), Text(index, style="dim", justify="right"),
+                          *_class_cells(row, record.get("kind") == "labels"), loss)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_sample(event.cursor_row)
@@ -288,11 +289,13 @@ def _score(record: dict[str, Any]) -> str:
             + (f"  {nonfinite} with NaN/Inf logits" if nonfinite else ""))
 
 
-def _class_cells(row: dict[str, Any]) -> list[Text]:
-    """Target, the top classes with their probabilities, and whether the first is right."""
+def _class_cells(row: dict[str, Any], labels: bool = False) -> list[Text]:
+    """Target, the top classes with their probabilities (bold: the prediction, the first
+    class, or every label from 0.5 up for multi-label), and whether it is right."""
     top = Text(no_wrap=True)
     for j, (label, _, prob) in enumerate(row.get("top", [])[:TOP_SHOWN]):
-        top.append(("  " if j else "") + f"{label} {prob:.0%}", style="bold" if j == 0 else "dim")
+        said = prob >= 0.5 if labels else j == 0
+        top.append(("  " if j else "") + f"{label} {prob:.0%}", style="bold" if said else "dim")
     if row.get("nonfinite"):
         top.append("NaN/Inf logits", style="bold red")
     if row.get("ignored"):
