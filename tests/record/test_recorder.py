@@ -119,6 +119,34 @@ for i in range(10):
         assert names == ["SGD", "Adam"]
 
 
+@pytest.mark.parametrize("kept", [
+    "pass",  # the old optimizer and its scheduler hold each other: alive until a collection
+    "results.append((model, opt))",  # a sweep that keeps every trial's model and optimizer
+])
+def test_an_optimizer_replaced_by_a_new_one_is_not_waited_for(run_inprocess, kept):
+    # k-fold training: each fold builds a new model, optimizer and scheduler; the old
+    # optimizer never steps again and must not hold the new fold's steps open.
+    code, run = run_inprocess(HEADER + f"""
+import gc
+gc.disable()
+results = []
+for fold in range(3):
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, 2)
+    for i in range(4):
+        loss = model(torch.randn(4, 2)).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step(); scheduler.step()
+    {kept}
+""")
+    assert code == 0
+    steps = run.steps()
+    assert len(steps) == 12 and all(s.complete for s in steps)
+    for step in steps:
+        kinds = [c.kind for c in run.calls(step.first_seq, step.last_seq) if c.depth == 0]
+        assert kinds == ["module", "backward", "optimizer"], (step.step, kinds)
+
+
 def test_lbfgs_closure_is_one_step_with_its_calls_inside(run_inprocess):
     code, run = run_inprocess(HEADER + """
 fc = nn.Linear(2, 1)

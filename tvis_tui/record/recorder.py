@@ -448,7 +448,7 @@ class Recorder:
     def _optimizer_init(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> None:
         original(opt, *args, **kwargs)
         if self._active():
-            self.steps.optimizers.add(opt)
+            self.steps.add_optimizer(opt)
 
     @_eager
     def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
@@ -463,7 +463,7 @@ class Recorder:
 
     def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
         self.log.close_left(frame)
-        self.steps.optimizers.add(opt)  # one made before tvis started, or bypassing __init__
+        self.steps.add_optimizer(opt)  # one made before tvis started, or bypassing __init__
         extra = self.updates.step_extra(opt)
         lrs = extra["lrs"]
         if lrs and lrs[0] is not None:  # a CUDA tensor lr is not read: that would sync
@@ -495,7 +495,7 @@ class Recorder:
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt), given_names(opt)),
                            role="param", extra=no_grad)
-        self.steps.after_optimizer_step(opt)
+        self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
         self._optimizer_steps_taken += 1
 
     def _gradients(self, opt: Any) -> Iterator[tuple[str, torch.Tensor]]:
@@ -617,7 +617,7 @@ class Recorder:
         return result
 
     def _skipped_step(self, optimizer: Any) -> None:
-        self.steps.optimizers.add(optimizer)
+        self.steps.add_optimizer(optimizer)
         self.steps.note_extra("optimizer_step_skipped", "GradScaler: inf/NaN gradients")
         self.steps.after_optimizer_step(optimizer)
 

@@ -5,7 +5,9 @@ The rule, in order:
 1. Optimizer rule. tvis knows every optimizer the script has created (and still holds).
    A step is complete when an `Optimizer.step()` returns and every one of them has
    stepped in this step: one optimizer, or a GAN's D and G, or per-layer optimizers, each
-   iteration is one step. Closure-based `step()` (LBFGS) is one optimizer step however
+   iteration is one step. An optimizer is not waited for once a newer one, made after its
+   last step, steps where it stepped (each fold or trial of a sweep makes its own; the
+   script may keep the old ones). Closure-based `step()` (LBFGS) is one optimizer step however
    many times it calls the closure. A `GradScaler.step()` that skips `optimizer.step()`
    (inf/NaN gradients) counts as that optimizer's step, marked skipped. A complete step
    ends when its iteration does: when the loop around the step comes back to its head
@@ -52,6 +54,10 @@ class StepTracker:
         self._memory = memory
         self._lock = threading.Lock()
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._steps_taken = 0  # optimizer steps so far, all optimizers
+        # When each optimizer was made, and its last step (steps taken then, and its site).
+        self._born: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._last_step: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
         self._stepped: set[int] = set()
         self.step = 1
         self.rules: set[str] = set()
@@ -139,14 +145,35 @@ class StepTracker:
             return True
         return False
 
-    def after_optimizer_step(self, optimizer: Any) -> bool:
-        """True when this optimizer step ended the step."""
+    def add_optimizer(self, optimizer: Any) -> None:
+        """An optimizer the script made (or that stepped before tvis saw it made)."""
+        if optimizer not in self._born:
+            self._born[optimizer] = self._steps_taken
+        self.optimizers.add(optimizer)
+
+    def after_optimizer_step(self, optimizer: Any, site: Any = None) -> bool:
+        """True when this optimizer step ended the step. `site`: where the script called
+        `step()` (None: not known)."""
         self._memory.see_optimizer(optimizer)  # its state exists from its first step on
         self._stepped.add(id(optimizer))
-        if all(id(o) in self._stepped for o in list(self.optimizers)):
+        self._steps_taken += 1
+        if site is not None:
+            self._last_step[optimizer] = (self._steps_taken, site)
+        if all(id(o) in self._stepped or self._replaced(o) for o in list(self.optimizers)):
             self._complete("optimizer")
             return True
         return False
+
+    def _replaced(self, optimizer: Any) -> bool:
+        """Whether a newer optimizer, made after `optimizer`'s last step, steps where it
+        stepped: a new fold's or trial's, the old one kept by the script (a list of
+        results) or by its scheduler (the two hold each other until a collection)."""
+        last = self._last_step.get(optimizer)
+        if last is None:
+            return False
+        return any(other is not optimizer and self._born.get(other, -1) >= last[0]
+                   and self._last_step.get(other, (0, None))[1] == last[1]
+                   for other in list(self.optimizers))
 
     def after_backward(self) -> bool:
         if len(self.optimizers) == 0:
