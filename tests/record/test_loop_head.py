@@ -83,6 +83,20 @@ for x, y in loader:
     assert run.call(run.call_count()).name == "accuracy"
 
 
+def test_with_steps_n_nothing_of_the_next_iteration_runs(run_inprocess, capfd):
+    # Code at the top of the loop (a checkpoint, pruning, a print) comes before any call
+    # tvis records: the script stops at the loop's head.
+    code, run = run_inprocess(PREAMBLE + """
+for it in range(5):
+    print("top of", it, flush=True)
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    train_step(x, y)
+""", steps=2)
+    assert code == 0
+    assert capfd.readouterr().out == "top of 0\ntop of 1\n"
+    assert len(run.steps()) == 2 and run.meta()["status"] == "ok"
+
+
 EVALUATION = """
 val_loader = torch.utils.data.DataLoader(data, batch_size=16)  # 3 batches
 

@@ -35,24 +35,31 @@ that is not the user's."""
 class LoopHead:
     """Calls `reached` once, when `frame` comes back to the head of the loop spanning
     bytecode offsets `loop`, leaves that loop (a `break`, an exception caught outside it)
-    or returns. Any local tracer the frame had goes on receiving every event, after the
+    or returns, and `then` right after. Any local tracer the frame had goes on receiving every event, after the
     step has ended: the head's line (`for x, y in loader:` binding the next batch) belongs
     to the next step."""
 
-    def __init__(self, frame: FrameType, loop: tuple[int, int], reached: Callable[[], None]) -> None:
+    def __init__(self, frame: FrameType, loop: tuple[int, int], reached: Callable[[], None],
+                 then: Callable[[], None] = lambda: None) -> None:
         self.head, self.last = loop
         self.reached: Callable[[], None] | None = reached
+        self._then = then
         self._previous: Any = frame.f_trace
         frame.f_trace = self.event
 
     def event(self, frame: FrameType, event: str, arg: Any) -> Any:
+        """`then` runs after the frame's own tracer saw the event (it may raise to stop
+        the script there: the line before the head is reported by then)."""
         reached = self.reached
-        if reached is not None and (event == "return" or (event == "line" and self._left_body(frame.f_lasti))):
+        arrived = reached is not None and (event == "return" or (event == "line" and self._left_body(frame.f_lasti)))
+        if arrived:
             self.reached = None
             reached()
         previous = self._previous
         if previous is not None:
             self._previous = previous(frame, event, arg)
+        if arrived:
+            self._then()
         return self.event if self.reached is not None else self._previous
 
     def _left_body(self, offset: int) -> bool:

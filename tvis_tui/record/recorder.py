@@ -319,7 +319,9 @@ class Recorder:
         found = self._step_loop(sys._getframe())
         if found is None:
             return None
-        return LoopHead(*found, lambda: self._guard(reached))
+        # After the last step asked for, the script stops right at the loop's head, before
+        # any code of the next iteration runs (raised from the trace callback, in its frame).
+        return LoopHead(*found, lambda: self._guard(reached), self._stop_if_done)
 
     def _step_loop(self, frame: FrameType) -> tuple[FrameType, tuple[int, int]] | None:
         """The user loop holding the step being made from `frame` (loop_head.py), noted
@@ -330,9 +332,11 @@ class Recorder:
         return found
 
     def _stop_if_done(self) -> None:
-        """Called as anything of the step after the last one begins: the script has run
-        the rest of the last step's iteration (its prints, scheduler, logging) by then,
-        and nothing of the next one has happened yet (no batch drawn, no forward run)."""
+        """Called at the loop's head once a step has ended there, and as anything of the
+        step after the last one begins (where no loop head was watched): the script has
+        run the rest of the last step's iteration (its prints, scheduler, logging) by then,
+        and nothing of the next one that tvis records has happened yet (no batch drawn, no
+        forward run)."""
         if self.past_limit(self.steps.step):
             raise StopRecording
 
