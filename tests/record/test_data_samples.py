@@ -364,7 +364,7 @@ torch.save((logits.detach(), y), os.path.join(os.path.dirname(__file__), "logits
     assert predicted["loss_seq"] == ce.seq != step.extra["per_sample_loss"]["seq"]
     logits, y = torch.load(run.path.parent.parent / "logits.pt")
     expected = torch.nn.functional.cross_entropy(logits, y, reduction="none")
-    losses, _ = sample_losses(run, step, predicted["loss_seq"])
+    losses, _, _ = sample_losses(run, step, predicted["loss_seq"])
     assert losses == pytest.approx(dict(enumerate(expected.tolist())))
 
 
@@ -593,6 +593,17 @@ def test_multi_label_predictions_name_every_label_at_half_and_up(run_inprocess):
         best = int(probs.argmax())
         assert row["top"][0][:2] == [names[best], best]
         assert row["top"][0][2] == pytest.approx(float(probs[best]), abs=1e-6)
+
+
+def test_every_label_said_is_kept_however_many():
+    import torch
+
+    from tvis_tui.record import decoding
+
+    scores = torch.tensor([[3.0, 2.0, 1.5, 1.0, 0.5, 0.2, 0.1, -2.0]])  # 7 labels from 0.5 up
+    record = decoding.label_predictions(scores, None, None, probabilities=False)
+    (row,) = record["samples"]
+    assert row["predicted"] == list(range(7)) and [i for _, i, _ in row["top"]] == list(range(7))
 
 
 def test_a_single_score_per_sample_reads_as_two_classes(run_inprocess):

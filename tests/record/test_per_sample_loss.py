@@ -224,8 +224,8 @@ def test_the_step_view_reads_every_samples_loss_back(run_inprocess):
     assert code == 0
     step = run.steps()[0]
     summary = step.extra["per_sample_loss"]
-    losses, worst = sample_losses(run, step)
-    assert sorted(losses) == list(range(summary["count"]))
+    losses, worst, count = sample_losses(run, step)
+    assert sorted(losses) == list(range(summary["count"])) and count == summary["count"]
     assert worst == {pos for pos, _ in summary["worst"]}
     assert all(losses[pos] == pytest.approx(value) for pos, value in summary["worst"])
 

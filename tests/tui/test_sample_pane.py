@@ -7,7 +7,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import RAW, SAMPLES, image_value, write_step
+from conftest import RAW, SAMPLES, image_value, tensor_slot, write_step
 from pilot import opened, press
 from screen_text import screen_text
 from textual.app import App, ComposeResult
@@ -18,6 +18,7 @@ from tvis_tui.screens.step_view import StepScreen
 from tvis_tui.store import RunWriter
 from tvis_tui.store.samples import put_batch, put_prediction, put_sample
 from tvis_tui.widgets import picture
+from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sample_pane import SamplePane, picture_cells, sample_parts
 
 
@@ -153,7 +154,7 @@ async def test_rows_per_token_are_not_taken_for_samples(tmp_path):
     async with opened(run, 2) as pilot:
         await press(pilot, "p")
         text = _pane(screen_text(pilot.app))
-        assert "these prediction rows do not divide into the batch's 2 samples" in text
+        assert "which of the batch's 2 samples these prediction rows belong to is not known" in text
         assert "sample 40" not in text
         assert "  40" not in screen_text(pilot.app)  # no dataset index beside a token's row
 
@@ -176,7 +177,8 @@ async def test_rows_whose_first_dimension_is_not_the_batch_are_not_mapped(tmp_pa
     run = _run_with(tmp_path / "run", SAMPLES[:2], record)
     async with opened(run, 2) as pilot:
         await press(pilot, "p")
-        assert "do not divide into the batch's 2 samples" in _pane(screen_text(pilot.app))
+        assert ("which of the batch's 2 samples these prediction rows belong to is not known (the "
+                "logits' first dimension is 3, not 2)") in _pane(screen_text(pilot.app))
 
 
 async def test_pictures_are_sized_again_when_the_pane_resizes(tmp_path):
@@ -271,14 +273,15 @@ async def test_a_sample_of_a_split_names_its_index_in_the_full_dataset(tmp_path)
 async def test_multi_label_predictions_show_every_label_said_and_the_target_set(tmp_path):
     from tvis_tui.screens.step_view import _class_cells
 
-    rows = [{"top": [["red", 0, 0.9], ["big", 2, 0.7], ["round", 1, 0.2]], "predicted": [0, 2],
-             "target": "red, big", "target_indices": [0, 2], "correct": True},
+    rows = [{"top": [["red", 0, 0.9], ["big", 2, 0.7], ["shiny", 3, 0.6], ["wet", 4, 0.55], ["round", 1, 0.2]],
+             "predicted": [0, 2, 3, 4], "target": "red, big, shiny, wet", "target_indices": [0, 2, 3, 4],
+             "correct": True},
             {"top": [["round", 1, 0.6], ["red", 0, 0.1], ["big", 2, 0.05]], "predicted": [1],
              "target": "none", "target_indices": [], "correct": False}]
     with RunWriter(tmp_path / "run") as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
         write_step(w, 1, np.random.default_rng(0))
-        put_prediction(w, {"kind": "labels", "names": True, "classes": 3, "step": 1,
+        put_prediction(w, {"kind": "labels", "names": True, "classes": 5, "step": 1,
                            "loss": "BCEWithLogitsLoss", "samples": rows})
         w.close(status="ok", steps_recorded=1)
     async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
@@ -286,8 +289,57 @@ async def test_multi_label_predictions_show_every_label_said_and_the_target_set(
         text = screen_text(pilot.app)
         assert "predictions from BCEWithLogitsLoss  1 of 2 right" in text
         shown = [line for line in text.splitlines() if "red" in line and "%" in line]
-        assert "red, big" in shown[0] and "red 90%  big 70%  round 20%" in shown[0] and "✓" in shown[0]
+        # All four labels said, though the table shows three classes otherwise.
+        assert "red 90%  big 70%  shiny 60%  wet 55%" in shown[0] and "round" not in shown[0]
         assert "none" in shown[1] and "✗" in shown[1]
     _, top, _ = _class_cells(rows[0], labels=True)
     bold = [top.plain[span.start:span.end] for span in top.spans if span.style == "bold"]
-    assert bold == ["red 90%", "  big 70%"]  # both labels said, not only the first
+    assert bold == ["red 90%", "  big 70%", "  shiny 60%", "  wet 55%"]  # every label said
+
+
+def _pixel_rows(per_sample: int, samples: int, stored: int) -> dict:
+    """Segmentation predictions: a row per pixel, sample after sample, the first stored."""
+    rows = [{"top": [["road", 0, 0.8], ["car", 1, 0.2]], "target": "road" if r % 2 else "car",
+             "target_index": r % 2 == 0, "correct": r % 2 == 1} for r in range(stored)]
+    return {"kind": "classes", "names": True, "classes": 2, "step": 1, "loss": "CrossEntropyLoss",
+            "rows": per_sample * samples, "leading": samples, "loss_seq": 1, "samples": rows}
+
+
+async def test_pixel_rows_show_their_samples_loss_and_the_score_says_what_it_counts(tmp_path):
+    # 2 images of 4 pixels: the per-sample loss has one value per image, not per row.
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        w.put_slots(1, [tensor_slot("per_sample", 0, "per_sample", np.array([0.5, 1.5], np.float32))])
+        put_batch(w, {"seq": 1, "step": 1, "indices": [None, None], "size": 2, "detailed": 0})
+        put_prediction(w, _pixel_rows(4, 2, 6))  # 6 of the 8 rows stored
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "3 of the first 6 rows right" in text
+        table = pilot.app.screen.query_one(RowTable)
+        losses = [table.get_row_at(r)[-1].plain for r in range(6)]
+        assert losses == ["0.5"] * 4 + ["1.5"] * 2
+        assert [table.get_row_at(r)[1].plain for r in range(6)] == [""] * 6  # no index: not "None"
+
+
+async def test_a_sample_shows_its_row_of_the_batchs_tokenizer_call(tmp_path):
+    # HF style: the collate_fn tokenizes the batch's texts in one call.
+    texts = {"position": 0, "index": 4, "item": {"kind": "text", "text": "a cat sat", "length": 9}}
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_batch(w, {"seq": 1, "step": 1, "indices": [4, 9], "size": 2, "detailed": 2,
+                      "tokens": [{"tokenizer": "WordTok", "method": "__call__", "text": ["a cat sat", "a dog"],
+                                  "ids": [1, 2, 3, 1, 4, 0], "n_ids": 6, "shape": [2, 3]}]})
+        put_sample(w, 1, texts)
+        put_sample(w, 1, {**texts, "position": 1, "index": 9, "item": {"kind": "text", "text": "a dog"}})
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        await press(pilot, "p")
+        pane = _pane(screen_text(pilot.app))
+        assert "WordTok.__call__ (batch row 0) 3 ids 1 2 3" in pane
+        await press(pilot, "end")
+        pane = _pane(screen_text(pilot.app))
+        assert "WordTok.__call__ (batch row 1) 3 ids 1 4 0" in pane

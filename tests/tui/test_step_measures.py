@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 from pilot import opened, press
 from screen_text import screen_text
 
-from tvis_tui.store import StepRecord
+from tvis_tui.store import RunWriter, StepRecord
 from tvis_tui.widgets.step_measures import step_measures
 
 CPU_STEP = StepRecord(
@@ -69,3 +70,24 @@ async def test_step_view_shows_the_measures_and_m_switches_the_plot(healthy_run)
         assert "peak memory per step (MiB)" in screen_text(pilot.app)
         await press(pilot, "m")
         assert "loss per step" in screen_text(pilot.app)
+
+
+
+async def test_the_plots_leave_out_an_unfinished_last_step(tmp_path):
+    # The loop's last draw, which found the data exhausted, is an unfinished step of one
+    # call: its time is no step time.
+    from conftest import CALLS_PER_STEP, write_step
+
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in (1, 2, 3):
+            write_step(w, step, np.random.default_rng(0))
+        w.put_step(StepRecord(step=3, first_seq=2 * CALLS_PER_STEP + 1, last_seq=2 * CALLS_PER_STEP + 1,
+                              loss=None, rule="optimizer", phase_ns={"data": 1100}, peak_bytes=1 << 10,
+                              complete=False, extra={"wall_ns": 1100}))
+        w.close(status="ok", steps_recorded=2)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        await press(pilot, "p")
+        await press(pilot, "m")
+        text = screen_text(pilot.app)
+        assert "0.0255" in text and "0.0265" in text and "0.0011" not in text

@@ -27,6 +27,8 @@ import torch
 from tvis_tui.record.tokenizers import fits_logits, looks_like_tokenizer, vocab_size
 
 TOP_K = 5
+MAX_LABELS = 64
+"""Labels kept per sample of a multi-label prediction at most (all of them when said)."""
 MAX_SAMPLES = 64
 """Samples of a batch whose predictions are stored."""
 
@@ -238,10 +240,12 @@ def _as_labels(p: torch.Tensor, t: torch.Tensor | None, names: list[str] | None)
     """Multi-label rows: the most likely labels, the ones predicted (from 0.5 up), the
     target's, and whether the two sets agree."""
     n = min(p.shape[0], MAX_SAMPLES)
-    top_p, top_i = p[:n].topk(min(TOP_K, p.shape[-1]), dim=-1)
+    said = [(row >= 0.5).nonzero().flatten().tolist() for row in p[:n]]
+    # Every label said is among the top ones, however many there are.
+    k = min(max(TOP_K, max(map(len, said), default=0)), p.shape[-1], MAX_LABELS)
+    top_p, top_i = p[:n].topk(k, dim=-1)
     label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
     finite = torch.isfinite(p[:n]).all(-1).tolist()
-    said = [(row >= 0.5).nonzero().flatten().tolist() for row in p[:n]]
     rows = []
     for row, (ps, ids) in enumerate(zip(top_p.tolist(), top_i.tolist())):
         entry: dict[str, Any] = ({"top": [[label(i), i, round(q, 6)] for q, i in zip(ps, ids)],

@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
-from tvis_tui.store.samples import batches, predictions, samples
+from tvis_tui.store.samples import batch_tokens_of, batches, predictions, samples
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sample_pane import SamplePane
@@ -36,7 +36,8 @@ PLOTTED: dict[str, tuple[str, Callable[[StepRecord], float | None]]] = {
     "memory": ("peak memory per step (MiB)",
                lambda s: s.peak_bytes / 2**20 if s.peak_bytes is not None else None),
 }
-"""What `m` cycles the plot through: its title and each step's value."""
+"""What `m` cycles the plot through: its title and each complete step's value (an
+unfinished step, as the last draw that found the data exhausted, measured no step)."""
 
 
 class StepScreen(Screen[None]):
@@ -58,6 +59,7 @@ class StepScreen(Screen[None]):
         # Rows of the predictions table per sample of the batch: 1, or a sequence's tokens
         # or an image's pixels; None when the rows do not divide into the batch's samples.
         self.per_sample: int | None = 1
+        self.record_leading: int | None = None  # the predictions' logits' first dimension
         self.plotted = "loss"  # a key of PLOTTED
 
     def compose(self) -> ComposeResult:
@@ -83,14 +85,14 @@ class StepScreen(Screen[None]):
         record = predictions(self.reader, step)
         this = next((s for s in steps if s.step == step), None)
         loss_seq = record.get("loss_seq") if record is not None else None
-        losses = sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set())
+        losses = sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set(), None)
         batch = step_batch(self.reader, step)
         drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn)
 
     def _show(self, step: int, steps: list[StepRecord], this: StepRecord | None,
-              record: dict[str, Any] | None, losses: tuple[dict[int, float], set[int]],
+              record: dict[str, Any] | None, losses: tuple[dict[int, float], set[int], int | None],
               batch: dict[str, Any] | None, drawn: dict[int, dict[str, Any]]) -> None:
         if step != self.step:
             return  # the person has moved on
@@ -110,6 +112,7 @@ class StepScreen(Screen[None]):
         self.query_one("#step-measures", Static).update(measures)
         self._plot(steps)
         self.per_sample, indices = _rows_and_indices(record, batch)
+        self.record_leading = record.get("leading") if record is not None else None
         self._table(record, *losses, indices)
         self.query_one(SamplePane).display = batch is not None
         self._show_sample(self.query_one(RowTable).cursor_row)
@@ -121,7 +124,7 @@ class StepScreen(Screen[None]):
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        values = [(s.step, value_of(s)) for s in steps]
+        values = [(s.step, value_of(s)) for s in steps if s.complete]
         points = [(x, y) for x, y in values if y is not None and math.isfinite(y)]
         if points:
             plt.plot([x for x, _ in points], [y for _, y in points], marker="braille")
@@ -147,7 +150,7 @@ class StepScreen(Screen[None]):
         self._plot(self.steps)
 
     def _table(self, record: dict[str, Any] | None, losses: dict[int, float], worst: set[int],
-               indices: list[Any] | None) -> None:
+               count: int | None, indices: list[Any] | None) -> None:
         table = self.query_one(RowTable)
         table.clear(columns=True)
         table.border_title = "predictions"
@@ -171,11 +174,14 @@ class StepScreen(Screen[None]):
         table.add_columns("#", "sample", "target", "predicted", "", "loss")
         if worst and len(losses) == len(worst) < len(record.get("samples", [])):
             table.border_title = f"predictions (loss of the {len(worst)} worst samples only: values not stored)"
+        # A loss per sample beside rows per pixel or token: each row shows its sample's.
+        per = self.per_sample if self.per_sample and count != record.get("rows") else 1
         for i, row in enumerate(record.get("samples", [])):
-            loss = Text(number(losses[i]) if i in losses else "", justify="right",
-                        style="bold red" if i in worst else "")
-            index = str(indices[i]) if indices is not None and i < len(indices) else ""
-            table.add_row(str(i), Text(index, style="dim", justify="right"),
+            at = i // per
+            loss = Text(number(losses[at]) if at in losses else "", justify="right",
+                        style="bold red" if at in worst else "")
+            index = indices[i] if indices is not None and i < len(indices) else None
+            table.add_row(str(i), Text("" if index is None else str(index), style="dim", justify="right"),
                           *_class_cells(row, record.get("kind") == "labels"), loss)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -188,11 +194,16 @@ class StepScreen(Screen[None]):
         pane = self.query_one(SamplePane)
         size, per = _batch_size(self.batch), self.per_sample
         if per is None:
-            pane.show("sample", None, "these prediction rows do not divide into the batch's "
-                                      f"{size} samples: pick a sample in the data phase")
+            leading = self.record_leading
+            why = f" (the logits' first dimension is {leading}, not {size})" if leading not in (None, size) else ""
+            pane.show("sample", None, f"which of the batch's {size} samples these prediction rows "
+                                      f"belong to is not known{why}")
             return
         position = row // per
         sample = self.samples.get(position)
+        tokenized = batch_tokens_of(self.batch, position)  # by the collate_fn, for the batch
+        if tokenized:
+            sample = {**(sample or {}), "tokens": [*(sample or {}).get("tokens", []), *tokenized]}
         index = _dataset_index(self.batch, sample, position)
         # Named as the table names it: the dataset index under "sample", the position under "#".
         beneath = sample.get("base_index") if sample is not None else None  # under a random_split
@@ -221,22 +232,24 @@ class StepScreen(Screen[None]):
 
 
 def sample_losses(reader: RunReader, step: StepRecord, loss_seq: int | None = None
-                  ) -> tuple[dict[int, float], set[int]]:
+                  ) -> tuple[dict[int, float], set[int], int | None]:
     """Each sample's loss by its position in the batch (when the per-sample values were
-    stored, else the highest few the step record keeps), and the positions of those.
-    `loss_seq`: the loss call the predictions shown beside them came from (a step may
-    hold a validation loss and the training loss, or a main and an auxiliary loss): the
-    losses are that call's, or none."""
+    stored, else the highest few the step record keeps), the positions of those, and how
+    many samples the loss had (None: not known). `loss_seq`: the loss call the predictions
+    shown beside them came from (a step may hold a validation loss and the training loss,
+    or a main and an auxiliary loss): the losses are that call's, or none."""
     summary = step.extra.get("per_sample_loss")
     summary = summary if isinstance(summary, dict) else {}
     seq = loss_seq if loss_seq is not None else summary.get("seq")
     if seq is None:
-        return {}, set()
-    worst = {int(pos): float(value) for pos, value in summary.get("worst", [])} if summary.get("seq") == seq else {}
+        return {}, set(), None
+    same = summary.get("seq") == seq
+    worst = {int(pos): float(value) for pos, value in summary.get("worst", [])} if same else {}
     slot = next((s for s in reader.slots(seq, "per_sample") if s.path == "per_sample"), None)
     values = reader.values(seq, slot) if slot is not None and slot.has_values else None
     losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
-    return losses, set(worst)
+    count = values.size if values is not None else summary.get("count") if same else None
+    return losses, set(worst), count
 
 
 def _rows_and_indices(record: dict[str, Any] | None, batch: dict[str, Any] | None
@@ -278,14 +291,17 @@ def step_batch(reader: RunReader, step: int) -> dict[str, Any] | None:
 
 
 def _score(record: dict[str, Any]) -> str:
-    """How many samples the top prediction got right (classes), or the mean token accuracy."""
+    """How many samples the top prediction got right (classes), or the mean token accuracy;
+    of the stored rows, when only the first were stored (a row per pixel)."""
     rows = record.get("samples", [])
     if record.get("kind") == "tokens":
         scores = [r["accuracy"] for r in rows if "accuracy" in r]
         return f"  token accuracy {sum(scores) / len(scores):.0%}" if scores else ""
     judged = [r["correct"] for r in rows if "correct" in r]
     nonfinite = sum(1 for r in rows if r.get("nonfinite"))
-    return ((f"  {sum(judged)} of {len(judged)} right" if judged else "")
+    some = record.get("rows", len(rows)) > len(rows)
+    of = f"the first {len(rows)} rows" if some else str(len(judged))
+    return ((f"  {sum(judged)} of {of} right" if judged else "")
             + (f"  {nonfinite} with NaN/Inf logits" if nonfinite else ""))
 
 
@@ -293,7 +309,9 @@ def _class_cells(row: dict[str, Any], labels: bool = False) -> list[Text]:
     """Target, the top classes with their probabilities (bold: the prediction, the first
     class, or every label from 0.5 up for multi-label), and whether it is right."""
     top = Text(no_wrap=True)
-    for j, (label, _, prob) in enumerate(row.get("top", [])[:TOP_SHOWN]):
+    ranked = row.get("top", [])
+    said = sum(1 for _, _, prob in ranked if prob >= 0.5) if labels else 0  # every one shown
+    for j, (label, _, prob) in enumerate(ranked[:max(TOP_SHOWN, said)]):
         said = prob >= 0.5 if labels else j == 0
         top.append(("  " if j else "") + f"{label} {prob:.0%}", style="bold" if said else "dim")
     if row.get("nonfinite"):

@@ -69,6 +69,34 @@ def samples(reader: RunReader, batch_seq: int) -> list[dict[str, Any]]:
     return [codec.unpack(v) for _, v in rows]
 
 
+def batch_tokens_of(batch: dict[str, Any], position: int) -> list[dict[str, Any]]:
+    """The part of each tokenizer call made for the batch as a whole (a collate_fn that
+    tokenizes its samples' texts, in batch order) that belongs to the sample at `position`:
+    its text and its row of ids (None when the ids kept stop short of it), with `row`."""
+    out = []
+    for call in batch.get("tokens") or []:
+        texts = call.get("text")
+        if not isinstance(texts, list) or position >= len(texts):
+            continue
+        ids = _row(call.get("ids"), call.get("shape"), position)
+        entry = {key: value for key, value in call.items() if key not in ("text", "ids", "n_ids", "shape")}
+        out.append({**entry, "text": texts[position], "ids": ids, "n_ids": len(ids or ()), "row": position})
+    return out
+
+
+def _row(ids: Any, shape: Any, position: int) -> list[int] | None:
+    """Row `position` of a batched call's ids: a list per text, or flat with a 2-D shape."""
+    if not isinstance(ids, list):
+        return None
+    if ids and isinstance(ids[0], list):
+        return ids[position] if position < len(ids) else None
+    if isinstance(shape, list) and len(shape) == 2:
+        width = int(shape[1])
+        part = ids[position * width:(position + 1) * width]
+        return part if len(part) == width else None
+    return None
+
+
 def tokenizer_calls(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
     """Tokenizer calls made outside data loading (those inside belong to a sample)."""
     out = [codec.unpack(v) for _, v in reader.scan(TOKENS)]

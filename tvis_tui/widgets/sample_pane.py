@@ -77,7 +77,9 @@ def _named_values(sample: dict[str, Any]) -> tuple[list[tuple[str, Any]], set[in
     if sample.get("item") is not None:
         named += _items("item", sample["item"])
     for call in sample.get("tokens", []):
-        named.append((f"{call.get('tokenizer', 'tokenizer')}.{call.get('method', '')}",
+        # A call for the whole batch (in its collate_fn) shows this sample's row of it.
+        row = f" (batch row {call['row']})" if "row" in call else ""
+        named.append((f"{call.get('tokenizer', 'tokenizer')}.{call.get('method', '')}{row}",
                       {"kind": "tokens", **call}))
     return named, after_stage
 
