@@ -427,9 +427,9 @@ async def test_step_view_plots_the_loss_and_decodes_predictions(healthy_run):
         text = screen_text(pilot.app)
         assert "step 1  loss 1.9" in text and "loss per step" in text
         rows = _rows_of(text, "cat", "dog")
-        assert rows[0].split()[1:4] == ["0", "12", "cat"]  # position, dataset index, target
-        assert "cat 70%" in rows[0] and rows[0].strip("│ ").endswith("✓  0.25")
-        assert "cow 50%" in rows[1] and rows[1].strip("│ ").endswith("✗   2.5")  # per-sample loss
+        # position, dataset index, per-sample loss, target, right or not, then the classes
+        assert rows[0].split()[1:6] == ["0", "12", "0.25", "cat", "✓"] and "cat 70%" in rows[0]
+        assert rows[1].split()[1:6] == ["1", "7", "2.5", "dog", "✗"] and "cow 50%" in rows[1]
         assert "ignored" in rows[2]
         await press(pilot, "right_square_bracket")
         text = screen_text(pilot.app)

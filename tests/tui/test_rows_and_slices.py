@@ -149,3 +149,11 @@ def test_a_call_row_that_does_not_fit_keeps_its_duration_and_the_end_of_its_name
     flagged = _call_row("encoder.layers.0.self_attn", "MultiheadAttention", nonfinite_output=True)
     assert row_label(flagged, 30).plain == "        …attn NaN/Inf  25.1 ms"
     assert all(len(row_label(row, w).plain) <= w for w in range(12, 70))
+
+
+def test_a_bare_index_that_does_not_fit_keeps_what_fits_of_its_class():
+    row = _call_row("2", "MaxPool2d", depth=1)  # a root Sequential's child
+    assert row_label(row).plain == "    2 MaxPool2d  25.1 ms"
+    assert row_label(row, 20).plain == "    2 MaxP…  25.1 ms"
+    named = _call_row("features.2", "MaxPool2d", depth=1)
+    assert row_label(named, 24).plain == "    features.2  25.1 ms"  # a name: the class goes first

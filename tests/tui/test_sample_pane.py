@@ -319,7 +319,7 @@ async def test_pixel_rows_show_their_samples_loss_and_the_score_says_what_it_cou
         text = screen_text(pilot.app)
         assert "3 of the first 6 rows right" in text
         table = pilot.app.screen.query_one(RowTable)
-        losses = [table.get_row_at(r)[-1].plain for r in range(6)]
+        losses = [table.get_row_at(r)[2].plain for r in range(6)]
         assert losses == ["0.5"] * 4 + ["1.5"] * 2
         assert [table.get_row_at(r)[1].plain for r in range(6)] == [""] * 6  # no index: not "None"
 

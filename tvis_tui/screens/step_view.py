@@ -171,7 +171,8 @@ class StepScreen(Screen[None]):
                               _text(row.get("target"), row.get("target_ids")),
                               _accuracy(row))
             return
-        table.add_columns("#", "sample", "target", "predicted", "", "loss")
+        # The predicted classes last: their width varies, and they may run off the pane.
+        table.add_columns("#", "sample", "loss", "target", "", "predicted")
         if worst and len(losses) == len(worst) < len(record.get("samples", [])):
             table.border_title = f"predictions (loss of the {len(worst)} worst samples only: values not stored)"
         # A loss per sample beside rows per pixel or token: each row shows its sample's.
@@ -181,8 +182,9 @@ class StepScreen(Screen[None]):
             loss = Text(number(losses[at]) if at in losses else "", justify="right",
                         style="bold red" if at in worst else "")
             index = indices[i] if indices is not None and i < len(indices) else None
+            target, predicted, mark = _class_cells(row, record.get("kind") == "labels")
             table.add_row(str(i), Text("" if index is None else str(index), style="dim", justify="right"),
-                          *_class_cells(row, record.get("kind") == "labels"), loss)
+                          loss, target, mark, predicted)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_sample(event.cursor_row)

@@ -22,7 +22,8 @@ from tvis_tui.widgets.format import duration, phase_style
 def row_label(row: Row, width: int | None = None) -> Text:
     """What a row says: a glyph for its state, then what it stands for, in `width` cells
     if given. A call that does not fit keeps its duration and flags: its class goes first,
-    then its qualified name loses its start (`…layers.0.self_attn`, not `encoder.layer`)."""
+    then its qualified name loses its start (`…layers.0.self_attn`, not `encoder.layer`);
+    a bare index (`2`, a root Sequential's child) keeps what fits of its class."""
     glyph = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
     text = Text("  " * row.depth + glyph, no_wrap=True, overflow="ellipsis")
     kind = row.key[0]
@@ -56,7 +57,9 @@ def _call_label(call: CallRecord, width: int | None) -> Text:
     if width is not None:
         room = width - tail.cell_len
         if len(name) + len(kind) > room:
-            kind = ""
+            # A root container's index (`2`) says little without its class: shortened, kept.
+            left = room - len(name)
+            kind = kind[:left - 1] + "…" if name.isdigit() and left >= 4 else ""
         if len(name) > room:
             name = "…" + name[len(name) - max(room, 2) + 1:]
     text = Text(name, style="bold red" if call.error else "")
