@@ -608,3 +608,10 @@ async def test_a_theme_change_redraws_the_lines_the_panes_keep(healthy_run):
         for old, new in zip(before, after):
             assert old.text == new.text
             assert [s.style for s in old] != [s.style for s in new]
+
+
+async def test_esc_on_a_run_opened_on_its_own_says_there_is_no_list(healthy_run):
+    async with opened(healthy_run, 10) as pilot:
+        await press(pilot, "escape")
+        assert isinstance(pilot.app.screen, DebuggerScreen)
+        assert _notices(pilot)[-1].startswith("this run was opened on its own: there is no run list")

@@ -43,7 +43,7 @@ class DebuggerScreen(SteppingActions, Screen):
         Binding("p", "step_view", "This step: the loss over all steps, the predictions, each sample", show=False),
         Binding("x", "exception", "The whole exception this call raised, or the one a crashed run ended with",
                 show=False),
-        Binding("escape", "close", "Back to the run list", show=False),
+        Binding("escape", "close", "Back to the run list (when the run was opened from one)", show=False),
     ]
 
     # A var, not a reactive: the screen draws nothing itself, and a reactive's repaint of it
@@ -308,3 +308,6 @@ class DebuggerScreen(SteppingActions, Screen):
     def action_close(self) -> None:
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
+        else:  # opened on its own (`tvis tui RUN`): say so rather than nothing
+            self.notify("this run was opened on its own: there is no run list to go back to "
+                        "(`tvis tui` on its folder lists its runs; ctrl+q quits)", timeout=4)
