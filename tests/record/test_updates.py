@@ -362,6 +362,26 @@ opt.step()
                      "Sequential.1.weight", "Sequential.1.bias"]
 
 
+def test_a_parameter_renamed_during_training_is_named_anew(run_inprocess):
+    """Pruning moves a weight to `weight_orig` (the same Parameter object) mid-run."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+from torch.nn.utils import prune
+torch.manual_seed(0)
+m = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(2):
+    if i == 1:
+        prune.l1_unstructured(m[0], "weight", amount=0.5)
+    opt.zero_grad(); m(torch.randn(4, 3)).sum().backward(); opt.step()
+""")
+    assert code == 0
+    first, second = ([s.path for s in run.slots(step.seq, "param_grad")] for step in _steps(run))
+    assert first[0] == "Sequential.0.weight"
+    assert "Sequential.0.weight_orig" in second and "Sequential.0.weight" not in second
+
+
 def test_parameters_no_model_holds_take_the_names_the_optimizer_was_given(run_inprocess):
     """A torch.func loop trains tensors of its own: named as the script named them for the
     optimizer (`named_parameters()` or a dict's items), else by their place."""

@@ -90,6 +90,12 @@ class ModuleNames:
             self._tables[root] = table
         return table
 
+    def parameters_may_have_moved(self) -> None:
+        """Name the parameters anew when next asked (called as each optimizer step opens):
+        a script may register a parameter under another name mid-run (pruning moves
+        `weight` to `weight_orig`); one walk of the models per step."""
+        self._param_key = ()
+
     def parameter_names(self) -> dict[int, str]:
         """id(parameter) -> `Root.blocks.0.conv1.weight`, over all live roots."""
         key = tuple(sorted(self._roots.keys()))

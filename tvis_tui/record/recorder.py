@@ -467,6 +467,7 @@ class Recorder:
 
     def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
         self.log.close_left(frame)
+        self.names.parameters_may_have_moved()
         self.steps.add_optimizer(opt)  # one made before tvis started, or bypassing __init__
         extra = self.updates.step_extra(opt)
         lrs = extra["lrs"]
