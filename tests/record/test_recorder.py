@@ -147,6 +147,60 @@ for fold in range(3):
         assert kinds == ["module", "backward", "optimizer"], (step.step, kinds)
 
 
+SAM = """
+class SAM(torch.optim.Optimizer):  # as github.com/davda54/sam: it never steps itself
+    def __init__(self, params, base_optimizer, rho=0.05, **kwargs):
+        super().__init__(params, dict(rho=rho, **kwargs))
+        self.base_optimizer = base_optimizer(self.param_groups, **kwargs)
+        self.param_groups = self.base_optimizer.param_groups
+
+    @torch.no_grad()
+    def first_step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p]["e_w"] = e_w = p.grad * group["rho"]
+                p.add_(e_w)
+        self.zero_grad()
+
+    @torch.no_grad()
+    def second_step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.sub_(self.state[p]["e_w"])
+        self.base_optimizer.step()
+        self.zero_grad()
+
+model = nn.Linear(2, 1)
+opt = SAM(model.parameters(), torch.optim.SGD, lr=0.1)
+for i in range(4):
+    x = torch.randn(4, 2)
+    model(x).pow(2).mean().backward()
+    opt.first_step()
+    model(x).pow(2).mean().backward()
+    opt.second_step()
+"""
+
+
+@pytest.mark.parametrize("script", [
+    SAM,
+    # An optimizer made over the same parameters and never used.
+    """
+model = nn.Linear(2, 1)
+opt, unused = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.Adam(model.parameters())
+for i in range(4):
+    opt.zero_grad(); model(torch.randn(4, 2)).pow(2).mean().backward(); opt.step()
+""",
+])
+def test_an_optimizer_over_parameters_another_one_steps_is_not_waited_for(run_inprocess, script):
+    code, run = run_inprocess(HEADER + script)
+    assert code == 0
+    steps = run.steps()
+    assert len(steps) == 4 and all(s.complete for s in steps)
+    for step in steps:
+        kinds = [c.kind for c in run.calls(step.first_seq, step.last_seq) if c.depth == 0]
+        assert kinds[-1] == "optimizer" and kinds.count("optimizer") == 1, (step.step, kinds)
+
+
 def test_lbfgs_closure_is_one_step_with_its_calls_inside(run_inprocess):
     code, run = run_inprocess(HEADER + """
 fc = nn.Linear(2, 1)

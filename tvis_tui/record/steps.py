@@ -7,7 +7,8 @@ The rule, in order:
    stepped in this step: one optimizer, or a GAN's D and G, or per-layer optimizers, each
    iteration is one step. An optimizer is not waited for once a newer one, made after its
    last step, steps where it stepped (each fold or trial of a sweep makes its own; the
-   script may keep the old ones). Closure-based `step()` (LBFGS) is one optimizer step however
+   script may keep the old ones), nor when those that stepped updated all its parameters
+   (SAM's wrapper, which steps its base optimizer; one made and never used). Closure-based `step()` (LBFGS) is one optimizer step however
    many times it calls the closure. A `GradScaler.step()` that skips `optimizer.step()`
    (inf/NaN gradients) counts as that optimizer's step, marked skipped. A complete step
    ends when its iteration does: when the loop around the step comes back to its head
@@ -159,10 +160,21 @@ class StepTracker:
         self._steps_taken += 1
         if site is not None:
             self._last_step[optimizer] = (self._steps_taken, site)
-        if all(id(o) in self._stepped or self._replaced(o) for o in list(self.optimizers)):
+        live = list(self.optimizers)
+        if all(id(o) in self._stepped or self._replaced(o) for o in live) or self._covered(live):
             self._complete("optimizer")
             return True
         return False
+
+    def _covered(self, live: list[Any]) -> bool:
+        """Whether the optimizers that stepped updated every parameter the others hold: a
+        wrapper over the same parameters that never steps itself (SAM's, stepping its base
+        optimizer), or an optimizer made over them and never used, is no part of the step."""
+        stepped = [o for o in live if id(o) in self._stepped]
+        if len(stepped) == len(live):
+            return True
+        updated = set().union(*(_parameter_ids(o) for o in stepped))
+        return all(_parameter_ids(o) <= updated for o in live if id(o) not in self._stepped)
 
     def _replaced(self, optimizer: Any) -> bool:
         """Whether a newer optimizer, made after `optimizer`'s last step, steps where it
@@ -257,6 +269,10 @@ class StepTracker:
         if "optimizer" in self.rules or len(self.optimizers):
             return "optimizer"
         return "backward"
+
+
+def _parameter_ids(optimizer: Any) -> set[int]:
+    return {id(p) for group in getattr(optimizer, "param_groups", ()) for p in group.get("params", ())}
 
 
 def _step_loss(losses: list[float], in_closure: int) -> float | None:
