@@ -14,3 +14,10 @@ def test_the_status_line_shows_a_calls_backward_time():
     plain = status_text("run", CallRecord(seq=2, parent=0, depth=0, step=1, phase="forward", kind="module",
                                           name="a", duration_ns=5_000), 16, None, "ok").plain
     assert "backward" not in plain
+
+
+def test_a_call_that_raised_puts_its_message_first_with_no_blank_before_it():
+    call = CallRecord(seq=16, parent=0, depth=0, step=3, phase="forward", kind="module", name="head",
+                      error="RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+    assert status_text("run", call, 16, None, "crashed").plain.startswith(
+        "[crashed]  call 16 of 16  raised: RuntimeError: mat1 and mat2")

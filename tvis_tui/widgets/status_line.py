@@ -17,9 +17,9 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     if not call.error:
         text.append(run, style="bold")
     if status != "ok":
-        text.append(f" [{status}]", style="bold red" if status == "crashed" else "yellow")
+        text.append(f"{' ' if text else ''}[{status}]", style="bold red" if status == "crashed" else "yellow")
     if call.error:
-        text.append(f"  call {call.seq:,} of {total:,}")
+        text.append(f"{'  ' if text else ''}call {call.seq:,} of {total:,}")
         text.append(f"  raised: {_first_line(call.error)}", style="bold red")
     text.append(f"  step {call.step}")
     if step is not None and step.loss is not None:
