@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+from conftest import CALLS_PER_STEP, write_step
 from pilot import opened, press
 from screen_text import screen_text
 
@@ -76,8 +77,6 @@ async def test_step_view_shows_the_measures_and_m_switches_the_plot(healthy_run)
 async def test_the_plots_leave_out_an_unfinished_last_step(tmp_path):
     # The loop's last draw, which found the data exhausted, is an unfinished step of one
     # call: its time is no step time.
-    from conftest import CALLS_PER_STEP, write_step
-
     with RunWriter(tmp_path / "run") as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
         for step in (1, 2, 3):
