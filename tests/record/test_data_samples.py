@@ -595,6 +595,20 @@ def test_multi_label_predictions_name_every_label_at_half_and_up(run_inprocess):
         assert row["top"][0][2] == pytest.approx(float(probs[best]), abs=1e-6)
 
 
+def test_a_binary_map_per_pixel_reads_as_two_classes_per_pixel():
+    import torch
+
+    from tvis_tui.record import decoding
+
+    scores = torch.tensor([[[[2.0, -2.0], [-1.0, 3.0]]], [[[0.5, -0.5], [1.0, -1.0]]]])  # (2, 1, 2, 2)
+    target = (scores > 0).float()
+    target[1, 0, 0, 0] = 0.0  # one pixel wrong
+    record = decoding.label_predictions(scores, target, ["background", "object"], probabilities=False)
+    assert (record["kind"], record["rows"], record["leading"]) == ("classes", 8, 2)
+    assert [row["top"][0][0] for row in record["samples"][:4]] == ["object", "background", "background", "object"]
+    assert [row["correct"] for row in record["samples"]] == [True] * 4 + [False] + [True] * 3
+
+
 def test_every_label_said_is_kept_however_many():
     import torch
 
@@ -811,3 +825,15 @@ for x, y in DataLoader(Subset(train, range(4)), batch_size=4):
     shown = {"circle", "square", "star"} if named else {"0", "1", "2"}
     assert {s["target"] for s in pred["samples"]} <= shown
     assert all(top[0] in shown for s in pred["samples"] for top in s["top"])
+
+
+def test_the_index_beneath_a_split_reads_numpy_and_tensor_indices():
+    import torch
+    from torch.utils.data import Subset
+
+    from tvis_tui.record import samples
+
+    inner = Subset(list(range(10)), np.array([9, 8, 7, 6]))
+    outer = Subset(inner, torch.tensor([3, 1]))
+    assert samples._index_beneath(outer, np.int64(0)) == 6  # outer[0] -> inner[3] -> 6
+    assert samples._index_beneath(list(range(3)), 1) is None  # no split: nothing beneath

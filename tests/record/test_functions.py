@@ -323,3 +323,39 @@ for x in it:
     peek = next(c for c in run.calls(1, run.call_count()) if c.name == "peek")
     assert peek.extra.get("unfinished") is True and peek.error is None
     assert run.slots(peek.seq, "output") == []
+
+
+def test_a_mapping_argument_is_not_read_through_its_own_getitem(run_inprocess):
+    # A config object (omegaconf's DictConfig is a Mapping) may resolve or raise on
+    # reading a value: tvis shows it as a value and never reads its items.
+    code, run = run_inprocess("""
+from collections.abc import Mapping
+import torch
+from torch import nn
+
+class Config(Mapping):
+    def __init__(self):
+        self.reads = 0
+    def __getitem__(self, key):
+        self.reads += 1
+        raise ValueError("Missing mandatory value: " + key)
+    def __iter__(self):
+        return iter(["lr"])
+    def __len__(self):
+        return 1
+
+model = nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+cfg = Config()
+
+def train_step(x, cfg):
+    opt.zero_grad(); model(x).sum().backward(); opt.step()
+
+for _ in range(2):
+    train_step(torch.ones(1, 2), cfg)
+print(cfg.reads)
+""")
+    assert code == 0
+    assert not run.meta().get("warnings")
+    step = next(c for c in run.calls(1, run.call_count()) if c.name == "train_step")
+    assert [s.path for s in run.slots(step.seq, "input")] == ["x", "cfg"]

@@ -97,6 +97,23 @@ for it in range(5):
     assert len(run.steps()) == 2 and run.meta()["status"] == "ok"
 
 
+def test_with_steps_n_a_generator_loops_consumer_handles_the_last_step(run_inprocess, capfd):
+    # The step is taken inside a generator that yields it: its consumer's code for the
+    # last step (a print, a checkpoint) runs before the script stops.
+    code, run = run_inprocess(PREAMBLE + """
+def train(n):
+    for it in range(n):
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+        yield it, train_step(x, y)
+
+for it, loss in train(5):
+    print("done", it, flush=True)
+""", steps=2)
+    assert code == 0
+    assert capfd.readouterr().out == "done 0\ndone 1\n"
+    assert len(run.steps()) == 2
+
+
 EVALUATION = """
 val_loader = torch.utils.data.DataLoader(data, batch_size=16)  # 3 batches
 

@@ -181,6 +181,22 @@ for i in range(4):
 """
 
 
+def test_two_optimizers_over_shared_parameters_that_both_step_make_one_step(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+everything = torch.optim.SGD(model.parameters(), lr=0.1)
+head = torch.optim.Adam(model[1].parameters())  # a subset of the first one's
+for i in range(3):
+    model(torch.randn(4, 2)).pow(2).mean().backward(); everything.step()
+    model(torch.randn(4, 2)).abs().mean().backward(); head.step()
+""")
+    assert code == 0
+    steps = run.steps()
+    assert len(steps) == 3 and all(s.complete for s in steps)
+    for step in steps:
+        assert [c.name for c in run.calls(step.first_seq, step.last_seq) if c.kind == "optimizer"] == ["SGD", "Adam"]
+
+
 @pytest.mark.parametrize("script", [
     SAM,
     # An optimizer made over the same parameters and never used.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Mapping
+from collections import UserDict
 from types import FrameType
 from typing import Any, Callable, Iterable
 
@@ -45,7 +45,9 @@ def class_names(value: Any) -> list[str] | None:
     """A list of names indexed by class, from a list of names or a map either way."""
     if isinstance(value, (list, tuple)) and len(value) >= 2 and all(isinstance(v, str) for v in value):
         return list(value)
-    if isinstance(value, Mapping) and len(value) >= 2:
+    if isinstance(value, UserDict):
+        value = value.data  # read as its own dict: no __getitem__ of the script's runs
+    if isinstance(value, dict) and len(value) >= 2:
         items = list(value.items())
         if all(isinstance(k, str) and isinstance(v, int) for k, v in items):
             items = [(v, k) for k, v in items]
@@ -152,12 +154,26 @@ class IdTable:
         self.vocab_size = max(table) + 1
         self.separator = "" if all(len(token) == 1 for token in table.values()) else " "
 
+    # The last table made: (the script's value itself, its size, its name, the table).
+    _last: "tuple[Any, int, str, IdTable | None] | None" = None
+
     @classmethod
     def of(cls, name: str, value: Any) -> "IdTable | None":
-        """The table `value` (a list of strings, or a map from id to string), if it is one."""
+        """The table `value` (a list of strings, or a map from id to string), if it is one;
+        made again only when the script's table changes (every loss call asks)."""
+        size = len(value) if isinstance(value, (list, tuple, dict)) else -1
+        last = cls._last
+        if last is not None and last[0] is value and last[1:3] == (size, name):
+            return last[3]
+        table = cls._made(name, value)
+        cls._last = (value, size, name, table)
+        return table
+
+    @classmethod
+    def _made(cls, name: str, value: Any) -> "IdTable | None":
         if isinstance(value, (list, tuple)):
             value = dict(enumerate(value))
-        if not isinstance(value, Mapping) or len(value) < 2:
+        if not isinstance(value, dict) or len(value) < 2:
             return None
         if not all(isinstance(k, int) and k >= 0 and isinstance(v, str) for k, v in value.items()):
             return None
@@ -215,8 +231,9 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
 def label_predictions(scores: Any, target: Any, names: list[str] | None, probabilities: bool
                       ) -> dict[str, Any] | None:
     """Per-sample predictions of a binary cross-entropy (`scores` are logits, or
-    `probabilities`): one score per sample reads as two classes, the second from 0.5 up;
-    several are independent labels (multi-label), each predicted from 0.5 up."""
+    `probabilities`): (N, C) scores are independent labels (multi-label), each predicted
+    from 0.5 up; any other shape ((N,), (N, 1), a map per pixel (N, 1, H, W)) is a score per
+    row read as two classes, the second from 0.5 up, its first dimension the samples."""
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point() or scores.dim() == 0:
         return None
     with torch.no_grad():
@@ -225,7 +242,7 @@ def label_predictions(scores: Any, target: Any, names: list[str] | None, probabi
         t = target.detach() if isinstance(target, torch.Tensor) else None
         if t is not None and t.numel() != p.numel():
             t = None
-        if p.dim() == 1 or p.shape[-1] == 1:
+        if p.dim() != 2 or p.shape[-1] == 1:  # a score per sample, or per pixel or position
             p = p.reshape(-1)
             # As two classes' log-probabilities: their softmax gives back 1 - p and p.
             record = _as_classes(torch.stack([1 - p, p], -1).log(), None if t is None else (t.reshape(-1) >= 0.5).long(),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Mapping
+from collections import UserDict
 from typing import Any
 
 import numpy as np
@@ -84,8 +84,9 @@ def _items(value: Any) -> tuple[str, list[tuple[Any, Any]]] | None:
         return "tuple", [(f, getattr(value, f)) for f in type(value)._fields]
     if isinstance(value, (tuple, list)):
         return type(value).__name__ if type(value) in (tuple, list) else "list", list(enumerate(value))
-    if isinstance(value, Mapping):  # a dict, or a UserDict as HF's BatchEncoding
-        return "dict", [(k if isinstance(k, (str, int)) else repr(k), v) for k, v in value.items()]
+    if isinstance(value, (dict, UserDict)):  # UserDict: HF's BatchEncoding, read as its own dict
+        pairs = (value.data if isinstance(value, UserDict) else value).items()
+        return "dict", [(k if isinstance(k, (str, int)) else repr(k), v) for k, v in pairs]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return "dict", [(f.name, value.__dict__.get(f.name)) for f in dataclasses.fields(value)]
     return None

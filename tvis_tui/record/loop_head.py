@@ -49,7 +49,10 @@ class LoopHead:
 
     def event(self, frame: FrameType, event: str, arg: Any) -> Any:
         """`then` runs after the frame's own tracer saw the event (it may raise to stop
-        the script there: the line before the head is reported by then)."""
+        the script there: the line before the head is reported by then), at the head's
+        line only: a "return" may be a generator's yield, its consumer's code still to run.
+        An exception raised here also turns the thread's tracing off (CPython's rule for a
+        trace function that raises): tvis raises only to stop recording."""
         reached = self.reached
         arrived = reached is not None and (event == "return" or (event == "line" and self._left_body(frame.f_lasti)))
         if arrived:
@@ -58,7 +61,7 @@ class LoopHead:
         previous = self._previous
         if previous is not None:
             self._previous = previous(frame, event, arg)
-        if arrived:
+        if arrived and event == "line":  # not at a return: a generator's yield is one
             self._then()
         return self.event if self.reached is not None else self._previous
 

@@ -142,6 +142,7 @@ class Recorder:
         self.sites = Sites(root_dir, self._snapshot)
         self.names = ModuleNames()
         self.data = DataCapture(self)
+        self._named_in_step = 0  # the step whose parameters were last named (names.py)
         self.functions = FunctionTracer(self)
         self.steps.next_iteration = self._watch_loop_head
         self.grads = ActivationGrads(self)
@@ -467,7 +468,9 @@ class Recorder:
 
     def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
         self.log.close_left(frame)
-        self.names.parameters_may_have_moved()
+        if self._named_in_step != self.steps.step:  # once a step: a GAN steps twice
+            self.names.parameters_may_have_moved()
+            self._named_in_step = self.steps.step
         self.steps.add_optimizer(opt)  # one made before tvis started, or bypassing __init__
         extra = self.updates.step_extra(opt)
         lrs = extra["lrs"]
@@ -535,7 +538,7 @@ class Recorder:
         complete step waiting for its loop's head ends (a new iteration), the step limit
         is checked."""
         self._guard(self.log.close_left, here)
-        if self.steps.pending is not None and not self._inside_backward():
+        if self.steps.pending is not None and not self.steps.tentative and not self._inside_backward():
             self._guard(self.steps.end_pending)
         self._stop_if_done()
 

@@ -11,6 +11,7 @@ The dataset itself is only touched for its transform attributes (put back at the
 
 from __future__ import annotations
 
+import operator
 import threading
 from typing import Any, Callable
 
@@ -189,19 +190,27 @@ def _subsets_of_single_items(dataset: Any) -> bool:
     """Whether `dataset` is a `Subset` (random_split's), maybe of Subsets, as torch
     defines it, over a dataset that has no `__getitems__`: its `__getitems__` then only
     gets each item in turn."""
-    if not (isinstance(dataset, Subset) and type(dataset).__getitems__ is Subset.__getitems__):
+    if not _plain_subset(dataset):
         return False
-    while isinstance(dataset, Subset) and type(dataset).__getitems__ is Subset.__getitems__:
+    while _plain_subset(dataset):
         dataset = dataset.dataset
-    return not callable(getattr(dataset, "__getitems__", None))
+    return not isinstance(dataset, Subset) and not callable(getattr(dataset, "__getitems__", None))
+
+
+def _plain_subset(dataset: Any) -> bool:
+    """A Subset whose item access is torch's own (a subclass may change either way)."""
+    kind = type(dataset)
+    return (isinstance(dataset, Subset) and kind.__getitems__ is Subset.__getitems__
+            and kind.__getitem__ is Subset.__getitem__)
 
 
 def _index_beneath(dataset: Any, index: Any) -> int | None:
     """The index in the dataset under a chain of `Subset`s (random_split) that `index`
     of the outer one stands for; None when `dataset` is no Subset."""
-    if not isinstance(dataset, Subset) or not isinstance(index, int):
+    if not isinstance(dataset, Subset):
         return None
     try:
+        index = operator.index(index)  # an int, or numpy's (a sampler over a permutation)
         while isinstance(dataset, Subset):
             index, dataset = dataset.indices[index], dataset.dataset
         return int(index)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import weakref
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections import OrderedDict, UserDict
 from typing import Any, Callable, Iterator
 
 import torch
@@ -45,8 +44,9 @@ def leaves(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Any]]:
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
             yield from leaves(item, f"{path}[{i}]", depth + 1)
-    elif isinstance(value, Mapping):  # a dict, or a UserDict as HF's BatchEncoding
-        for key, item in value.items():
+    elif isinstance(value, (dict, UserDict)):  # UserDict: HF's BatchEncoding
+        # A UserDict's own dict is read: no __getitem__ of the script's runs.
+        for key, item in (value.data if isinstance(value, UserDict) else value).items():
             # Model-output dicts (HF ModelOutput) read best as attributes.
             as_attribute = (isinstance(key, str) and key.isidentifier() and depth == 0
                             and type(value) is not dict)

@@ -59,6 +59,7 @@ class StepTracker:
         # When each optimizer was made, and its last step (steps taken then, and its site).
         self._born: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._last_step: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
+        self._ever_stepped: weakref.WeakSet[Any] = weakref.WeakSet()
         self._stepped: set[int] = set()
         self.step = 1
         self.rules: set[str] = set()
@@ -68,6 +69,7 @@ class StepTracker:
         # it); returns something with cancel(), or None when it cannot watch.
         self.next_iteration: Callable[[Callable[[], None]], Any] | None = None
         self.pending: tuple[str, Any] | None = None  # a complete step's rule and watcher (or None)
+        self.tentative = False  # the pending step may yet see an optimizer step (_complete)
         self._optimizers_seen = 0
         self._reset(time.perf_counter_ns())
 
@@ -157,24 +159,29 @@ class StepTracker:
         `step()` (None: not known)."""
         self._memory.see_optimizer(optimizer)  # its state exists from its first step on
         self._stepped.add(id(optimizer))
+        self._ever_stepped.add(optimizer)
         self._steps_taken += 1
         if site is not None:
             self._last_step[optimizer] = (self._steps_taken, site)
         live = list(self.optimizers)
-        if all(id(o) in self._stepped or self._replaced(o) for o in live) or self._covered(live):
-            self._complete("optimizer")
+        waiting = [o for o in live if id(o) not in self._stepped and not self._replaced(o)]
+        if not waiting or self._covered(live, waiting):
+            # Tentatively where some never stepped: one may still step in this iteration.
+            self._complete("optimizer", tentative=bool(waiting))
             return True
         return False
 
-    def _covered(self, live: list[Any]) -> bool:
-        """Whether the optimizers that stepped updated every parameter the others hold: a
-        wrapper over the same parameters that never steps itself (SAM's, stepping its base
-        optimizer), or an optimizer made over them and never used, is no part of the step."""
-        stepped = [o for o in live if id(o) in self._stepped]
-        if len(stepped) == len(live):
-            return True
-        updated = set().union(*(_parameter_ids(o) for o in stepped))
-        return all(_parameter_ids(o) <= updated for o in live if id(o) not in self._stepped)
+    def _covered(self, live: list[Any], waiting: list[Any]) -> bool:
+        """Whether the optimizers that stepped updated every parameter those `waiting`
+        hold, and those never stepped: a wrapper over the same parameters that never steps
+        itself (SAM's, stepping its base optimizer), or an optimizer made over them and
+        never used, is no part of the step; two that step over shared parameters both are
+        (the second's first step comes before the loop's head: the step is complete only
+        tentatively until then)."""
+        if any(o in self._ever_stepped for o in waiting):
+            return False
+        updated = set().union(*(_parameter_ids(o) for o in live if id(o) in self._stepped))
+        return all(_parameter_ids(o) <= updated for o in waiting)
 
     def _replaced(self, optimizer: Any) -> bool:
         """Whether a newer optimizer, made after `optimizer`'s last step, steps where it
@@ -193,17 +200,18 @@ class StepTracker:
             return True
         return False
 
-    def _complete(self, rule: str) -> None:
+    def _complete(self, rule: str, tentative: bool = False) -> None:
         """The step is complete: it ends when its iteration does, or now. It is pending
         from here on, so that a Ctrl-C landing inside `end()` leaves it for `finish()` to
-        end again, complete, rather than as an unfinished step."""
+        end again, complete, rather than as an unfinished step. A `tentative` one is not
+        ended by a new backward() (an optimizer not yet seen stepping may be on its way)."""
         self._cancel_watcher()  # an optimizer first seen after the step was complete
         self.pending = (rule, None)
         watcher = self.next_iteration(self.end_pending) if self.next_iteration is not None else None
         if watcher is None:
             self.end_pending()
         else:
-            self.pending = (rule, watcher)
+            self.pending, self.tentative = (rule, watcher), tentative
 
     def end_pending(self) -> None:
         """End the complete step whose iteration was still going on, if any."""
@@ -225,7 +233,7 @@ class StepTracker:
                 # One statement, no call in it: a Ctrl-C cannot land between these (finish()
                 # would end the step twice, or once more as unfinished).
                 self.pending, self.step, self._first = None, self.step + 1, None
-            self.pending = None
+            self.pending, self.tentative = None, False
             self._stepped.clear()
             self._reset(now)
 
