@@ -217,6 +217,6 @@ class DataCapture:
             record = decoding.predictions(logits, target, names, tokenizer, self._batch_size,
                                           kwargs.get("ignore_index", -100), self._tokenizer_copies)
         if record is not None:
-            record.update(step=self._rec.steps.step, loss=self._loss_name(name), after_seq=self._rec.log.last_seq,
-                          loss_seq=self._loss_seq())
+            record.update(step=self._rec.steps.step, loss=self._loss_name(name),
+                          after_seq=self._rec.log.last_seq, loss_seq=self._loss_seq())
             self._rec.writer.call(store.put_prediction, record)

@@ -244,11 +244,12 @@ def label_predictions(scores: Any, target: Any, names: list[str] | None, probabi
             t = None
         if p.dim() != 2 or p.shape[-1] == 1:  # a score per sample, or per pixel or position
             p = p.reshape(-1)
+            wanted = None if t is None else (t.reshape(-1) >= 0.5).long()
             # As two classes' log-probabilities: their softmax gives back 1 - p and p.
-            record = _as_classes(torch.stack([1 - p, p], -1).log(), None if t is None else (t.reshape(-1) >= 0.5).long(),
-                                 names if names is not None and len(names) == 2 else None)
+            two = names if names is not None and len(names) == 2 else None
+            record = _as_classes(torch.stack([1 - p, p], -1).log(), wanted, two)
         else:
-            record = _as_labels(p.reshape(-1, p.shape[-1]), None if t is None else t.reshape(-1, p.shape[-1]), names)
+            record = _as_labels(p, None if t is None else t.reshape(p.shape), names)
         record["leading"] = int(scores.shape[0])
         return record
 
@@ -261,7 +262,7 @@ def _as_labels(p: torch.Tensor, t: torch.Tensor | None, names: list[str] | None)
     # Every label said is among the top ones, however many there are.
     k = min(max(TOP_K, max(map(len, said), default=0)), p.shape[-1], MAX_LABELS)
     top_p, top_i = p[:n].topk(k, dim=-1)
-    label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
+    label = _labeler(names)
     finite = torch.isfinite(p[:n]).all(-1).tolist()
     rows = []
     for row, (ps, ids) in enumerate(zip(top_p.tolist(), top_i.tolist())):
@@ -275,6 +276,11 @@ def _as_labels(p: torch.Tensor, t: torch.Tensor | None, names: list[str] | None)
         rows.append(entry)
     return {"kind": "labels", "names": names is not None, "classes": p.shape[-1], "rows": p.shape[0],
             "samples": rows}
+
+
+def _labeler(names: list[str] | None) -> Callable[[int], str]:
+    """A class's name, or its index where no name is known."""
+    return lambda i: names[i] if names and 0 <= i < len(names) else str(i)
 
 
 def _leading(logits: torch.Tensor, x: torch.Tensor) -> int:
@@ -293,7 +299,7 @@ def _as_classes(x: torch.Tensor, t: torch.Tensor | None, names: list[str] | None
     p, idx = probs.topk(min(TOP_K, x.shape[-1]), dim=-1)
     labels = _targets(t, n, x.shape[-1])
     ignorable = t is not None and not t.is_floating_point()  # probability targets ignore nothing
-    label = (lambda i: names[i] if names and 0 <= i < len(names) else str(i))
+    label = _labeler(names)
     finite = _finite_rows(x[:n]).tolist()
     rows = []
     for row, (ps, ids) in enumerate(zip(p.tolist(), idx.tolist())):

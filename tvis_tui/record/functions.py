@@ -13,9 +13,9 @@ Which calls are recorded. Inside any recorded call (a forward, a batch, another 
 function) every user function is. Outside all of them, a function is recorded only when
 its caller is inside a loop (`train_step(batch)`, `compute_loss(out, y)` in the training
 loop) and, if it has a loop itself (a rollout, micro-batches), that caller's loop is one
-a step was seen in, or is nested in one (the recorder notes them, loop_head.py): `main()`, `train(epochs)` or
-`train_epoch()` wrap many steps and would make them one call (so in the first step only
-functions without a loop are recorded this way). Code run while a batch is loaded
+a step was seen in, or is nested in one (the recorder notes them, loop_head.py):
+`main()`, `train(epochs)` or `train_epoch()` wrap many steps and would make them one call
+(so in the first step only functions without a loop are recorded this way). Code run while a batch is loaded
 (`Dataset.__getitem__`, transforms) is not traced at all: the data capture shows each
 sample's path through it, and tracing every sample would cost more than the batch.
 

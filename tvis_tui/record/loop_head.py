@@ -35,9 +35,9 @@ that is not the user's."""
 class LoopHead:
     """Calls `reached` once, when `frame` comes back to the head of the loop spanning
     bytecode offsets `loop`, leaves that loop (a `break`, an exception caught outside it)
-    or returns, and `then` right after. Any local tracer the frame had goes on receiving every event, after the
-    step has ended: the head's line (`for x, y in loader:` binding the next batch) belongs
-    to the next step."""
+    or returns, and `then` right after. Any local tracer the frame had goes on receiving
+    every event, after the step has ended: the head's line (`for x, y in loader:` binding
+    the next batch) belongs to the next step."""
 
     def __init__(self, frame: FrameType, loop: tuple[int, int], reached: Callable[[], None],
                  then: Callable[[], None] = lambda: None) -> None:
@@ -54,7 +54,8 @@ class LoopHead:
         An exception raised here also turns the thread's tracing off (CPython's rule for a
         trace function that raises): tvis raises only to stop recording."""
         reached = self.reached
-        arrived = reached is not None and (event == "return" or (event == "line" and self._left_body(frame.f_lasti)))
+        arrived = reached is not None and (
+            event == "return" or (event == "line" and self._left_body(frame.f_lasti)))
         if arrived:
             self.reached = None
             reached()

@@ -160,7 +160,6 @@ class Recorder:
         # Steps taken with a closure (LBFGS): seq -> optimizer, until the closure's first
         # backward has made the gradients this step starts from.
         self._closure_steps: dict[int, Any] = {}
-        self._optimizer_steps_taken = 0  # optimizer.step() calls that returned (GradScaler skips)
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -504,7 +503,6 @@ class Recorder:
             self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt), given_names(opt)),
                            role="param", extra=no_grad)
         self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
-        self._optimizer_steps_taken += 1
 
     def _gradients(self, opt: Any) -> Iterator[tuple[str, torch.Tensor]]:
         """(name, .grad) of the optimizer's parameters that have one."""
@@ -618,9 +616,9 @@ class Recorder:
         """GradScaler.step: when it skips `optimizer.step()` (inf/NaN gradients), the loop
         pass is still a training step, only one whose update was skipped; without this the
         skipped passes read as gradient accumulation, their losses summed."""
-        taken = self._optimizer_steps_taken
+        taken = self.steps.steps_taken
         result = original(scaler, optimizer, *args, **kwargs)
-        if self._optimizer_steps_taken == taken and self._active():
+        if self.steps.steps_taken == taken and self._active():
             self._guard(self._skipped_step, optimizer)
         return result
 

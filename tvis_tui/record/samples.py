@@ -187,11 +187,8 @@ class _IteratorProxy:
 
 
 def _subsets_of_single_items(dataset: Any) -> bool:
-    """Whether `dataset` is a `Subset` (random_split's), maybe of Subsets, as torch
-    defines it, over a dataset that has no `__getitems__`: its `__getitems__` then only
-    gets each item in turn."""
-    if not _plain_subset(dataset):
-        return False
+    """Whether `dataset` (through any `Subset`s, random_split's, as torch defines them)
+    has no `__getitems__` beneath: a Subset's then only gets each item in turn."""
     while _plain_subset(dataset):
         dataset = dataset.dataset
     return not isinstance(dataset, Subset) and not callable(getattr(dataset, "__getitems__", None))

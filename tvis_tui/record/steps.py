@@ -7,8 +7,9 @@ The rule, in order:
    stepped in this step: one optimizer, or a GAN's D and G, or per-layer optimizers, each
    iteration is one step. An optimizer is not waited for once a newer one, made after its
    last step, steps where it stepped (each fold or trial of a sweep makes its own; the
-   script may keep the old ones), nor when those that stepped updated all its parameters
-   (SAM's wrapper, which steps its base optimizer; one made and never used). Closure-based `step()` (LBFGS) is one optimizer step however
+   script may keep the old ones), nor when it never stepped and those that stepped
+   updated all its parameters (SAM's wrapper, which steps its base optimizer; one made
+   and never used). Closure-based `step()` (LBFGS) is one optimizer step however
    many times it calls the closure. A `GradScaler.step()` that skips `optimizer.step()`
    (inf/NaN gradients) counts as that optimizer's step, marked skipped. A complete step
    ends when its iteration does: when the loop around the step comes back to its head
@@ -55,11 +56,10 @@ class StepTracker:
         self._memory = memory
         self._lock = threading.Lock()
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._steps_taken = 0  # optimizer steps so far, all optimizers
+        self.steps_taken = 0  # optimizer steps so far, all optimizers, skipped ones too
         # When each optimizer was made, and its last step (steps taken then, and its site).
         self._born: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._last_step: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
-        self._ever_stepped: weakref.WeakSet[Any] = weakref.WeakSet()
         self._stepped: set[int] = set()
         self.step = 1
         self.rules: set[str] = set()
@@ -151,7 +151,7 @@ class StepTracker:
     def add_optimizer(self, optimizer: Any) -> None:
         """An optimizer the script made (or that stepped before tvis saw it made)."""
         if optimizer not in self._born:
-            self._born[optimizer] = self._steps_taken
+            self._born[optimizer] = self.steps_taken
         self.optimizers.add(optimizer)
 
     def after_optimizer_step(self, optimizer: Any, site: Any = None) -> bool:
@@ -159,10 +159,8 @@ class StepTracker:
         `step()` (None: not known)."""
         self._memory.see_optimizer(optimizer)  # its state exists from its first step on
         self._stepped.add(id(optimizer))
-        self._ever_stepped.add(optimizer)
-        self._steps_taken += 1
-        if site is not None:
-            self._last_step[optimizer] = (self._steps_taken, site)
+        self.steps_taken += 1
+        self._last_step[optimizer] = (self.steps_taken, site)
         live = list(self.optimizers)
         waiting = [o for o in live if id(o) not in self._stepped and not self._replaced(o)]
         if not waiting or self._covered(live, waiting):
@@ -178,7 +176,7 @@ class StepTracker:
         never used, is no part of the step; two that step over shared parameters both are
         (the second's first step comes before the loop's head: the step is complete only
         tentatively until then)."""
-        if any(o in self._ever_stepped for o in waiting):
+        if any(o in self._last_step for o in waiting):  # it has stepped before
             return False
         updated = set().union(*(_parameter_ids(o) for o in live if id(o) in self._stepped))
         return all(_parameter_ids(o) <= updated for o in waiting)
@@ -188,7 +186,7 @@ class StepTracker:
         stepped: a new fold's or trial's, the old one kept by the script (a list of
         results) or by its scheduler (the two hold each other until a collection)."""
         last = self._last_step.get(optimizer)
-        if last is None:
+        if last is None or last[1] is None:  # never stepped, or where is not known
             return False
         return any(other is not optimizer and self._born.get(other, -1) >= last[0]
                    and self._last_step.get(other, (0, None))[1] == last[1]

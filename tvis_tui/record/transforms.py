@@ -5,9 +5,9 @@ While one batch is fetched, each transform-like attribute of the dataset (`trans
 observer that calls it with the same arguments and returns its result unchanged. When the
 transform holds its stages in a list or tuple attribute (`transforms`, as torchvision's
 Compose and RandomApply; else its one attribute that is a list of callable objects, as a
-hand-written Compose's `self.ts`), that list is swapped,
-for the duration of the call, for one whose items call the real stages the same way; so
-the pipeline's own logic runs as written and each stage output is seen in call order. A
+hand-written Compose's `self.ts`), that list is swapped, for the duration of the call, for
+one whose items call the real stages the same way; so the pipeline's own logic runs as
+written and each stage output is seen in call order. A
 transform without such a list that holds pipelines as attributes (SimCLR's two-view wrapper
 around a Compose) has those observed the same way, each run of one labelled apart.
 Everything is put back when the fetch ends, also when it raises.
@@ -132,8 +132,8 @@ class _Stage(_StandIn):
 @contextlib.contextmanager
 def _stages(fn: Any, entry: dict[str, Any], describe: Callable[[Any], dict[str, Any]],
             prefix: str, depth: int = 0) -> Iterator[None]:
-    """While the block runs, `fn`'s stages are observed: the items of its `transforms`
-    list, else the pipelines it holds as attributes (a wrapper's `base` Compose)."""
+    """While the block runs, `fn`'s stages are observed: the items of its stage list
+    (`_stage_list`), else the pipelines it holds as attributes (a wrapper's `base`)."""
     state = getattr(fn, "__dict__", None)
     if depth >= MAX_NESTING or not isinstance(state, dict):
         yield

@@ -197,7 +197,7 @@ class StepScreen(Screen[None]):
         size, per = _batch_size(self.batch), self.per_sample
         if per is None:
             leading = self.record_leading
-            why = f" (the logits' first dimension is {leading}, not {size})" if leading not in (None, size) else ""
+            why = "" if leading in (None, size) else f" (the logits' first dimension is {leading}, not {size})"
             pane.show("sample", None, f"which of the batch's {size} samples these prediction rows "
                                       f"belong to is not known{why}")
             return
@@ -312,8 +312,8 @@ def _class_cells(row: dict[str, Any], labels: bool = False) -> list[Text]:
     class, or every label from 0.5 up for multi-label), and whether it is right."""
     top = Text(no_wrap=True)
     ranked = row.get("top", [])
-    said = sum(1 for _, _, prob in ranked if prob >= 0.5) if labels else 0  # every one shown
-    for j, (label, _, prob) in enumerate(ranked[:max(TOP_SHOWN, said)]):
+    labels_said = sum(1 for _, _, prob in ranked if prob >= 0.5) if labels else 0  # all shown
+    for j, (label, _, prob) in enumerate(ranked[:max(TOP_SHOWN, labels_said)]):
         said = prob >= 0.5 if labels else j == 0
         top.append(("  " if j else "") + f"{label} {prob:.0%}", style="bold" if said else "dim")
     if row.get("nonfinite"):
