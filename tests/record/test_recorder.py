@@ -119,6 +119,73 @@ for i in range(10):
         assert names == ["SGD", "Adam"]
 
 
+def _optimizer_names(run) -> list[list[str]]:
+    return [[c.name for c in run.calls(s.first_seq, s.last_seq) if c.kind == "optimizer"]
+            for s in run.steps()]
+
+
+@pytest.mark.parametrize("g_first", [False, True])
+def test_a_critic_stepping_more_often_than_the_generator_makes_one_step_an_iteration(run_inprocess, capsys, g_first):
+    # WGAN's n_critic: D steps every iteration, G every third. An iteration where only D
+    # steps is a step of its own, ended at the loop's head, not cut just before D's next
+    # step() (which put the next iteration's forward and backward into it).
+    d_step = "opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()"
+    g_step = "if i % 3 == 0: opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()"
+    first, second = (g_step, d_step) if g_first else (d_step, g_step)
+    code, run = run_inprocess(HEADER + f"""
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+for i in range(7):
+    {first}
+    {second}
+    print("iteration", i)
+""")
+    assert code == 0
+    both = ["Adam", "SGD"] if g_first else ["SGD", "Adam"]
+    assert _optimizer_names(run) == [both, ["SGD"], ["SGD"], both, ["SGD"], ["SGD"], both]
+    for step in run.steps():
+        assert step.complete
+        first_call = run.call(step.first_seq)
+        assert (first_call.kind, first_call.name) == ("module", "Linear")
+
+
+def test_a_critics_inner_loop_makes_each_optimizer_step_a_step(run_inprocess, capsys):
+    # D's k steps in an inner loop, then G's: each step holds one optimizer step with its
+    # own forward and backward, from the first iteration on.
+    code, run = run_inprocess(HEADER + """
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+for i in range(3):
+    for _ in range(2):
+        opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
+    opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+    print("iteration", i)
+""", steps=6)
+    assert code == 0
+    assert capsys.readouterr().out.split("\n")[:-1] == ["iteration 0", "iteration 1"]
+    assert _optimizer_names(run) == [["SGD"], ["SGD"], ["Adam"]] * 2
+    for step in run.steps():
+        kinds = [c.kind for c in run.calls(step.first_seq, step.last_seq) if c.depth == 0]
+        assert kinds == ["module", "module", "backward", "optimizer"], (step.step, kinds)
+
+
+def test_per_layer_optimizers_stepped_in_a_loop_make_one_step(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+opts = [torch.optim.SGD(layer.parameters(), lr=0.1) for layer in model]
+for i in range(3):
+    model(torch.randn(4, 2)).pow(2).mean().backward()
+    for opt in opts:
+        opt.step()
+        opt.zero_grad()
+""")
+    assert code == 0
+    assert _optimizer_names(run) == [["SGD", "SGD"]] * 3
+    assert all(s.complete for s in run.steps())
+
+
 @pytest.mark.parametrize("kept", [
     "pass",  # the old optimizer and its scheduler hold each other: alive until a collection
     "results.append((model, opt))",  # a sweep that keeps every trial's model and optimizer

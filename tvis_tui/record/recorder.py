@@ -340,6 +340,14 @@ class Recorder:
         if self.past_limit(self.steps.step):
             raise StopRecording
 
+    def _next_work(self) -> None:
+        """Something of the script's next piece of work begins (a forward, a batch, a
+        backward): a step parked at its loop's head ends (steps.py's iteration rule), then
+        the step limit is checked."""
+        if self.steps.parked is not None:
+            self._guard(self.steps.end_parked)
+        self._stop_if_done()
+
     def past_limit(self, step: int) -> bool:
         """Whether `step` comes after the last step asked for (`tvis run --steps`)."""
         return bool(self.step_limit) and step > self.step_limit  # type: ignore[operator]
@@ -355,7 +363,7 @@ class Recorder:
             if _functorch_level() is not None and self.in_recording_process():
                 self.warn(FUNC_TRANSFORM_NOTE)
             return
-        self._stop_if_done()
+        self._next_work()
         self._guard(self._open_module, module, args, here, running)
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any, running: Any) -> None:
@@ -458,9 +466,8 @@ class Recorder:
     def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return
-        self._stop_if_done()
-        if self._guard(self.steps.before_optimizer_step, opt):
-            self._stop_if_done()  # nothing of this step() has run yet
+        self._guard(self.steps.before_optimizer_step, opt)  # maybe ending the step
+        self._stop_if_done()  # nothing of this step() has run yet
         # torch hands the pre-hook step()'s own args: the optimizer first, then a closure.
         closure = args[1] if len(args) > 1 else kwargs.get("closure")
         self._guard(self._open_optimizer, opt, sys._getframe(1), closure)
@@ -538,7 +545,7 @@ class Recorder:
         self._guard(self.log.close_left, here)
         if self.steps.pending is not None and not self.steps.tentative and not self._inside_backward():
             self._guard(self.steps.end_pending)
-        self._stop_if_done()
+        self._next_work()
 
     def _open_backward(self, tensors: Any, frame: Any, name: str = "backward", trains: bool = True) -> OpenCall:
         """`trains`: its loss is the step's (not a gradient penalty's torch.autograd.grad)."""
@@ -656,7 +663,7 @@ class Recorder:
         self._guard(self.log.close_left, sys._getframe(1))
         if self.steps.pending is not None and self.steps.fed_by(id(iterator)):
             self._guard(self.steps.end_pending)  # the next batch: its loop head went unseen
-        self._stop_if_done()
+        self._next_work()
         call = self._guard(self._open_batch, iterator, sys._getframe(2))
         try:
             batch = self.functions.untraced(original, iterator)
@@ -695,7 +702,7 @@ class Recorder:
         inside_loss_module = any(c.criterion for c in stack)  # a criterion's own, maybe via a helper
         if not self._active() or inside_loss_module:
             return original(*args, **kwargs)
-        self._stop_if_done()
+        self._next_work()
         call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
         try:
             result = original(*args, **kwargs)

@@ -17,10 +17,16 @@ The rule, in order:
    belong to the step they report on; at once where no loop of user code is found. Another
    backward() or optimizer step, or another batch from the DataLoader iterator that fed
    the step before it was complete, ends it too.
-2. Repeat rule. If an optimizer is about to step a second time in the current step
-   (a created optimizer that never steps), the step ends
-   just before that call.
-3. Backward rule. While the script has created no optimizer at all (hand-written
+2. Iteration rule. Optimizers that step at different rates (WGAN's critic, every
+   iteration or k times in an inner loop, and its generator every n-th) leave a step
+   incomplete: when the loop around a step that left some optimizer waiting comes back to
+   its head, the step is parked there, and ends at that point as soon as anything of the
+   next iteration is recorded (a batch, a forward, a backward): each such iteration is a
+   step of its own. If the next thing is a waiting optimizer's step (per-layer optimizers
+   stepped in `for opt in optimizers:`), the step goes on.
+3. Repeat rule. If an optimizer is about to step a second time in the current step
+   (no loop of user code watched), the step ends just before that call.
+4. Backward rule. While the script has created no optimizer at all (hand-written
    `p -= lr * p.grad` updates), a step is complete when `backward()` returns, and ends as
    above.
 
@@ -70,10 +76,14 @@ class StepTracker:
         self.next_iteration: Callable[[Callable[[], None]], Any] | None = None
         self.pending: tuple[str, Any] | None = None  # a complete step's rule and watcher (or None)
         self.tentative = False  # the pending step may yet see an optimizer step (_complete)
+        # Where an incomplete step's iteration ended, (time, tvis's time then), and the
+        # watcher of its loop's head (the iteration rule).
+        self.parked: tuple[int, int] | None = None
+        self._park_watcher: Any = None
         self._optimizers_seen = 0
-        self._reset(time.perf_counter_ns())
+        self._reset(time.perf_counter_ns(), 0)
 
-    def _reset(self, now: int) -> None:
+    def _reset(self, now: int, overhead: int) -> None:
         self._first: int | None = None
         self._last = 0
         self._losses: list[float] = []
@@ -84,7 +94,7 @@ class StepTracker:
         self._phase_overhead: dict[str, int] = {}
         self._gpu_events: list[tuple[str, Any, Any]] = []
         self._started = now
-        self._overhead_at_start = self.overhead_clock()
+        self._overhead_at_start = overhead
 
     # -- what happens inside a step ------------------------------------------------------
 
@@ -142,10 +152,12 @@ class StepTracker:
     # -- boundaries ----------------------------------------------------------------------
 
     def before_optimizer_step(self, optimizer: Any) -> bool:
-        """True when the repeat rule ended the step before this optimizer steps."""
+        """True when the iteration or repeat rule ended the step before this optimizer
+        steps."""
         if id(optimizer) in self._stepped:
-            self.end("optimizer")
+            self.end("optimizer", at=self.parked)
             return True
+        self.parked = None  # one of the same iteration's optimizers: the step goes on
         return False
 
     def add_optimizer(self, optimizer: Any) -> None:
@@ -167,7 +179,18 @@ class StepTracker:
             # Tentatively where some never stepped: one may still step in this iteration.
             self._complete("optimizer", tentative=bool(waiting))
             return True
+        if self.next_iteration is not None:
+            _cancel(self._park_watcher)
+            self._park_watcher = self.next_iteration(self._park)
         return False
+
+    def _park(self) -> None:
+        self.parked = (time.perf_counter_ns(), self.overhead_clock())
+
+    def end_parked(self) -> None:
+        """Something of the next iteration begins: a parked step ends where it was parked."""
+        if self.parked is not None:
+            self.end("optimizer", at=self.parked)
 
     def _covered(self, live: list[Any], waiting: list[Any]) -> bool:
         """Whether the optimizers that stepped updated every parameter those `waiting`
@@ -204,7 +227,7 @@ class StepTracker:
         end again, complete, rather than as an unfinished step. A `tentative` one is not
         ended by a new backward() (an optimizer not yet seen stepping may be on its way)."""
         self._cancel_watcher()  # an optimizer first seen after the step was complete
-        self.pending = (rule, None)
+        self.pending, self.parked = (rule, None), None
         watcher = self.next_iteration(self.end_pending) if self.next_iteration is not None else None
         if watcher is None:
             self.end_pending()
@@ -217,26 +240,29 @@ class StepTracker:
             self.end(self.pending[0])
 
     def _cancel_watcher(self) -> None:
-        if self.pending is not None and self.pending[1] is not None:
-            self.pending[1].cancel()
+        _cancel(self._park_watcher)
+        self._park_watcher = None
+        if self.pending is not None:
+            _cancel(self.pending[1])
 
-    def end(self, rule: str, complete: bool = True) -> None:
-        """Write the current step's record and start the next step."""
+    def end(self, rule: str, complete: bool = True, at: tuple[int, int] | None = None) -> None:
+        """Write the current step's record and start the next step, now or `at` (a time
+        and tvis's time then, where the step was parked)."""
         with self._lock:
             self._cancel_watcher()
-            now = time.perf_counter_ns()
+            now, overhead = at if at is not None else (time.perf_counter_ns(), self.overhead_clock())
             if self._first is not None:
-                self._put_step(now, rule, complete)
+                self._put_step(now, overhead, rule, complete)
                 self.rules.add(rule)
                 # One statement, no call in it: a Ctrl-C cannot land between these (finish()
                 # would end the step twice, or once more as unfinished).
                 self.pending, self.step, self._first = None, self.step + 1, None
-            self.pending, self.tentative = None, False
+            self.pending, self.tentative, self.parked = None, False, None
             self._stepped.clear()
-            self._reset(now)
+            self._reset(now, overhead)
 
-    def _put_step(self, now: int, rule: str, complete: bool) -> None:
-        overhead = max(self.overhead_clock() - self._overhead_at_start, 0)
+    def _put_step(self, now: int, overhead_now: int, rule: str, complete: bool) -> None:
+        overhead = max(overhead_now - self._overhead_at_start, 0)
         wall = max(now - self._started - overhead, 0)
         phases = {k: v for k, v in self._phase_ns.items() if v}
         phases["other"] = phases.get("other", 0) + max(wall - sum(phases.values()), 0)
@@ -264,6 +290,7 @@ class StepTracker:
     def finish(self) -> int:
         """Close a step the script left unfinished (written with complete=False);
         returns the number of complete steps."""
+        self.end_parked()
         self.end_pending()
         complete = self.step - 1
         if self._first is not None:
@@ -275,6 +302,11 @@ class StepTracker:
         if "optimizer" in self.rules or len(self.optimizers):
             return "optimizer"
         return "backward"
+
+
+def _cancel(watcher: Any) -> None:
+    if watcher is not None:
+        watcher.cancel()
 
 
 def _parameter_ids(optimizer: Any) -> set[int]:
