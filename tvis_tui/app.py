@@ -38,7 +38,7 @@ class TvisApp(App[None]):
         from tvis_tui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(getattr(self.screen, "HELP_SECTIONS", ())))
 
     def on_run_closed(self, _: RunClosed) -> None:
         """Back from a run, once its reader is closed, the run list is read again (the run

@@ -13,7 +13,8 @@ from screen_text import screen_text
 
 from tvis_tui.screens.debugger import DebuggerScreen
 from tvis_tui.screens.exception import ExceptionScreen
-from tvis_tui.screens.help import HelpScreen
+from tvis_tui.screens.help import HelpScreen, key_sections
+from tvis_tui.screens.run_picker import RunPickerScreen
 from tvis_tui.screens.step_view import StepScreen
 from tvis_tui.screens.values import ValuesScreen
 from tvis_tui.store import CallRecord, RunWriter, StepRecord
@@ -495,17 +496,37 @@ async def test_a_run_with_failed_writes_says_its_store_is_incomplete(tmp_path):
         assert "ok, incomplete" in screen_text(pilot.app)
 
 
-async def test_help_opens_from_the_run_list_and_the_step_view_too(runs_dir, healthy_run):
-    async with opened(runs_dir) as pilot:
+def _first_help_section(app) -> str:
+    """The first line inside the help box."""
+    lines = screen_text(app).splitlines()
+    top = next(i for i, line in enumerate(lines) if "keys (Esc closes)" in line)
+    return lines[top + 1]
+
+
+async def test_help_lists_the_keys_of_the_screen_it_was_opened_from_first(runs_dir, healthy_run):
+    async with opened(runs_dir, size=(120, 60)) as pilot:
         await press(pilot, "question_mark")
         assert isinstance(pilot.app.screen, HelpScreen)
+        text = screen_text(pilot.app)
+        assert "Run list" in _first_help_section(pilot.app)
+        assert "Scroll the columns" in text and "On other screens" in text
+        assert text.index("Select a run") < text.index("Step into: the next call")
         await press(pilot, "escape")
         assert "runs in" in screen_text(pilot.app)
-    async with opened(healthy_run, 3) as pilot:
-        await press(pilot, "p", "f1")
+    async with opened(healthy_run, 3, size=(120, 60)) as pilot:
+        await press(pilot, "f1")
+        assert "Stepping (from any pane)" in _first_help_section(pilot.app)
+        await press(pilot, "escape", "p", "f1")
         assert isinstance(pilot.app.screen, HelpScreen)
+        assert "Step view" in _first_help_section(pilot.app)
         await press(pilot, "escape")
         assert isinstance(pilot.app.screen, StepScreen)
+
+
+def test_every_screens_help_sections_are_sections_of_the_key_reference():
+    titles = {title for title, _ in key_sections()}
+    for screen in (DebuggerScreen, RunPickerScreen, StepScreen, ValuesScreen):
+        assert set(screen.HELP_SECTIONS) <= titles, screen
 
 
 async def test_v_on_a_tensor_without_values_says_why(healthy_run):

@@ -37,6 +37,7 @@ HISTORY_LIMIT = 200
 
 
 class DebuggerScreen(SteppingActions, Screen):
+    HELP_SECTIONS = ("Stepping (from any pane)", "Call tree", "Source pane", "Inspector")  # help lists these first
     BINDINGS = [
         *STEPPING_BINDINGS,
         Binding("v", "values", "Values of the selected tensor", show=False),

@@ -1,10 +1,15 @@
 """The help screen and docs/tui-keys.md, both generated from the BINDINGS themselves.
 
+The help screen lists the keys of the screen it was opened from first (the sections a
+screen names in its HELP_SECTIONS), then those that work everywhere, then the rest.
+
 `python -m tvis_tui.screens.help > docs/tui-keys.md` rewrites the doc; a test checks
 that the committed doc matches, so the reference never drifts from the keys.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from rich.table import Table
 from rich.text import Text
@@ -65,9 +70,22 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
         ("Values view", [*ValuesScreen.BINDINGS, scrolling]),
         ("Step view", list(StepScreen.BINDINGS)),
         ("Run list", [Binding("up,k,down,j,home,end", "cursor", "Select a run"),
+                      Binding("left,right", "scroll", "Scroll the columns (‹ › mark columns out of view)"),
                       *RunPickerScreen.BINDINGS]),
-        ("Everywhere", [*TvisApp.BINDINGS, Binding("tab", "focus_next", "Next pane")]),
+        (EVERYWHERE, [*TvisApp.BINDINGS, Binding("tab", "focus_next", "Next pane")]),
     ]
+
+
+EVERYWHERE = "Everywhere"
+
+
+def sections_for(here: Sequence[str]) -> list[tuple[str, list[Binding]]]:
+    """Every section, those titled in `here` first (in that order), then the keys that work
+    everywhere, then the rest."""
+    sections = dict(key_sections())
+    first = [title for title in here if title in sections] + [EVERYWHERE]
+    return [(title, sections[title]) for title in first] + [
+        item for item in sections.items() if item[0] not in first]
 
 
 def key_reference_markdown() -> str:
@@ -91,11 +109,21 @@ def key_table(title: str, bindings: list[Binding]) -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
+    """`here`: the titles of the sections for the screen help was opened from."""
+
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close help")]
 
+    def __init__(self, here: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.here = tuple(here)
+
     def compose(self) -> ComposeResult:
+        sections = sections_for(self.here)
+        shown_here = len([t for t in self.here if t in dict(sections)]) + 1
         with VerticalScroll(id="help"):
-            for title, bindings in key_sections():
+            for index, (title, bindings) in enumerate(sections):
+                if index == shown_here and self.here:
+                    yield Static(Text("On other screens", style="dim italic"), classes="help-elsewhere")
                 yield Static(key_table(title, bindings))
 
     def on_mount(self) -> None:

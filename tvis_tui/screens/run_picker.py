@@ -20,6 +20,7 @@ STATUS_STYLES = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "run
 
 
 class RunPickerScreen(Screen):
+    HELP_SECTIONS = ("Run list",)  # help lists these first
     BINDINGS = [
         Binding("enter", "open", "open", show=True, tooltip="Open the selected run"),
         Binding("ctrl+r", "refresh", "reload", show=True, tooltip="Reload the list of runs"),

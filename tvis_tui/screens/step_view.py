@@ -41,6 +41,7 @@ unfinished step, as the last draw that found the data exhausted, measured no ste
 
 
 class StepScreen(Screen[None]):
+    HELP_SECTIONS = ("Step view",)  # help lists these first
     BINDINGS = [
         Binding("escape,q,p", "close", "Back to the call"),
         Binding("right_square_bracket", "move(1)", "Next step"),

@@ -21,6 +21,7 @@ MIN_PATH = 12
 
 
 class ValuesScreen(Screen):
+    HELP_SECTIONS = ("Values view",)  # help lists these first
     BINDINGS = [
         Binding("i,colon", "index", "slice", show=True, tooltip="Slice: choose the index of each dimension…"),
         Binding("plus,equals_sign", "shift(1)", "next", show=True,
