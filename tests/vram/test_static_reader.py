@@ -81,3 +81,23 @@ def test_fsdp_shards_over_the_scripts_world_size(fixture):
     assert est.breakdown["parameters"] == full // 4
     assert est.breakdown["optimizer_state"] == 2 * full // 4
     assert "data parallel fsdp (line 6)" in est.read
+
+
+def test_a_generator_updated_every_n_critic_iterations_is_not_gradient_accumulation(write):
+    est = estimate(write("wgan.py", """
+import torch
+from torch import nn
+G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+D = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+opt_g = torch.optim.Adam(G.parameters())
+opt_d = torch.optim.Adam(D.parameters())
+n_critic = 5
+for i in range(1000):
+    real = torch.randn(64, 8)
+    d_loss = D(G(torch.randn(64, 4)).detach()).mean() - D(real).mean()
+    opt_d.zero_grad(); d_loss.backward(); opt_d.step()
+    if i % n_critic == 0:
+        g_loss = -D(G(torch.randn(64, 4))).mean()
+        opt_g.zero_grad(); g_loss.backward(); opt_g.step()
+"""))
+    assert est.facts.accumulation == 1

@@ -10,7 +10,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from tvis_tui.vram.source import call_name, contains_call, named, read_tree, text, walk
+from tvis_tui.vram.source import contains_call, named, read_tree, text, walk
 from tvis_tui.vram.values import (UNKNOWN, Instance, Loader, Module, Optimizer, Param,
                                   Tensor, Unknown)
 
@@ -223,7 +223,9 @@ class Facts:
                 return
         for cond in (n.child_by_field_name("condition") for n in walk(node) if n.type == "if_statement"):
             block = cond.parent.child_by_field_name("consequence") if cond else None
-            if block is None or not any(n.type == "call" and call_name(n) == "step" for n in walk(block)):
+            # The step every N iterations, the backward every one; a block with a backward
+            # of its own is another model's update (a GAN generator's every n_critic).
+            if block is None or not contains_call(block, {"step"}) or contains_call(block, {"backward"}):
                 continue
             for mod in (n for n in walk(cond) if n.type == "binary_operator" and text(
                     n.child_by_field_name("operator")) == "%"):
