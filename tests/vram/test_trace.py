@@ -54,3 +54,25 @@ def test_cuda_script_traces_on_a_machine_without_cuda(fixture):
     static = estimate(fixture("cuda_only"), Settings(device="cpu"))
     assert static.facts.autocast == "bfloat16" and static.facts.scaler_line == 7
     assert static.tensor_bytes == pytest.approx(traced.peak_bytes, rel=0.10)
+
+
+def test_a_dead_weak_proxy_anywhere_in_the_process_does_not_stop_the_trace(tmp_path):
+    script = tmp_path / "proxy.py"
+    script.write_text("""
+import weakref
+import torch
+class Holder:
+    pass
+holder = Holder()
+kept = [weakref.proxy(holder)]  # its object dies: touching the proxy raises ReferenceError
+del holder
+model = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    model(torch.randn(16, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+""")
+    traced = trace(script)
+    assert traced.error is None and len(traced.step_peaks) == 2
+    assert traced.parts["parameters"] == (8 * 4 + 4) * 4

@@ -202,10 +202,9 @@ def _parts(tracker: Any, optimizers: list[Any]) -> dict[str, int]:
     import torch
 
     param_keys, grad_keys, state_keys = set(), set(tracker.grads), set()
-    with warnings.catch_warnings():
-        # isinstance() on every live object touches deprecated torch module attributes.
-        warnings.simplefilter("ignore")
-        modules = [obj for obj in gc.get_objects() if isinstance(obj, torch.nn.Module)]
+    # By type: isinstance() reads `__class__`, which runs code for some live objects (a
+    # deprecated torch attribute warns; a dead weakref.proxy raises ReferenceError).
+    modules = [obj for obj in gc.get_objects() if issubclass(type(obj), torch.nn.Module)]
     for obj in modules:
         for tensor in list(obj.parameters(recurse=False)) + list(obj.buffers(recurse=False)):
             param_keys.add(tracker.key(tensor))
