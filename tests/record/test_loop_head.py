@@ -237,3 +237,50 @@ for epoch in range(2):
     assert [names.count(("data", "DataLoader")) for names in steps] == [1, 1, 1, 1, 0]
     assert steps[1][-1] == ("function", "train_step") and steps[2][0] == ("module", "Linear")
     assert steps[4] == [("module", "Linear"), ("function", "accuracy")] and not run.steps()[4].complete
+
+
+def test_a_continue_in_a_while_loop_does_not_end_the_step_before_its_evaluation(run_inprocess, capfd):
+    # 3.11 jumps back to the top test from the `continue` and to the body from the bottom
+    # test: two heads of one loop. Taking the continue's as the loop cut the step before
+    # the evaluation after `step += 1`.
+    code, run = run_inprocess(PREAMBLE + """
+step = 0
+while step < 4:
+    try:
+        x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+        train_step(x, y)
+    except RuntimeError:
+        continue
+    step += 1
+    print("step", step, round(float(accuracy(model(x), y)), 3), flush=True)
+""", steps=2)
+    assert code == 0
+    assert [line.split()[:2] for line in capfd.readouterr().out.splitlines()] == [["step", "1"], ["step", "2"]]
+    assert _steps(run) == [[("function", "train_step"), ("module", "Linear"), ("function", "accuracy")]] * 2
+
+
+def test_with_steps_n_the_scripts_cleanup_runs_when_the_loop_body_starts_with_try(run_inprocess, capfd):
+    # The loop's head is a `try:` line's NOP, which no handler covers: stopping there
+    # skipped every `finally` and `with` exit around the loop.
+    code, run = run_inprocess(PREAMBLE + """
+class Logger:
+    def __enter__(self): return self
+    def __exit__(self, *exc): print("logger closed", flush=True)
+
+step = 0
+with Logger():
+    try:
+        while step < 6:
+            try:
+                x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+            except RuntimeError:
+                raise
+            train_step(x, y)
+            step += 1
+            print("step", step, flush=True)
+    finally:
+        print("checkpoint saved", flush=True)
+""", steps=2)
+    assert code == 0
+    assert capfd.readouterr().out == "step 1\nstep 2\ncheckpoint saved\nlogger closed\n"
+    assert len(run.steps()) == 2

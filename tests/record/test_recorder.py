@@ -171,19 +171,111 @@ for i in range(3):
         assert kinds == ["module", "module", "backward", "optimizer"], (step.step, kinds)
 
 
-def test_per_layer_optimizers_stepped_in_a_loop_make_one_step(run_inprocess):
-    code, run = run_inprocess(HEADER + """
+@pytest.mark.parametrize("through", ["opt.step()", "step_one(opt)"])
+def test_per_layer_optimizers_stepped_in_a_loop_make_one_step(run_inprocess, through):
+    code, run = run_inprocess(HEADER + f"""
 model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
 opts = [torch.optim.SGD(layer.parameters(), lr=0.1) for layer in model]
+def step_one(opt):
+    opt.step()
 for i in range(3):
     model(torch.randn(4, 2)).pow(2).mean().backward()
     for opt in opts:
-        opt.step()
+        {through}
         opt.zero_grad()
+""", steps=2)
+    assert code == 0
+    assert _optimizer_names(run) == [["SGD", "SGD"]] * 2
+    assert all(s.complete for s in run.steps())
+
+
+@pytest.mark.parametrize("loop", [
+    "for m, opt in zip(models, opts):\n        update(m, opt)",
+    "for agent in agents:\n        update(agent.model, agent.optimizer)",
+])
+def test_an_ensemble_trained_member_by_member_makes_one_step_an_iteration(run_inprocess, loop):
+    # Each member's own forward, backward and step, in a loop over the members.
+    code, run = run_inprocess(HEADER + f"""
+from types import SimpleNamespace
+models = [nn.Linear(2, 1) for _ in range(3)]
+opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in models]
+agents = [SimpleNamespace(model=m, optimizer=o) for m, o in zip(models, opts)]
+def update(m, opt):
+    opt.zero_grad(); m(torch.randn(8, 2)).pow(2).mean().backward(); opt.step()
+for i in range(3):
+    {loop}
+""", steps=2)
+    assert code == 0
+    assert _optimizer_names(run) == [["SGD"] * 3] * 2
+
+
+SPARE = """
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+spare = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1)  # made, never used
+def load(i):
+    return torch.randn(2 + i, 3)
+for i in range(5):
+    print("start", i, flush=True)
+    x = load(i)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    print("end", i, flush=True)
+"""
+
+
+def test_with_an_optimizer_waiting_steps_n_stops_at_the_loops_head(run_inprocess, capfd):
+    code, run = run_inprocess(HEADER + SPARE, steps=2)
+    assert code == 0
+    assert capfd.readouterr().out == "start 0\nend 0\nstart 1\nend 1\n"
+    steps = run.steps()
+    assert len(steps) == 2 and all(s.complete for s in steps)
+    assert [c.name for c in run.calls(steps[1].first_seq, steps[1].last_seq) if c.depth == 0] == \
+        ["load", "Linear", "backward", "SGD"]
+
+
+def test_with_an_optimizer_waiting_each_iterations_lines_are_its_steps(run_inprocess):
+    code, run = run_inprocess(HEADER + SPARE)
+    assert code == 0
+    source = run.call(run.steps()[0].first_seq).call_site.file
+    line = 1 + (HEADER + SPARE).splitlines().index("    x = load(i)")
+    shapes = [[e.shape for e in run.line_shapes(source, s.step)[line]] for s in run.steps()[:5]]
+    assert shapes == [[(2 + i, 3)] for i in range(5)]
+
+
+def test_a_waiting_optimizers_step_at_the_top_of_the_next_iteration_is_in_its_step(run_inprocess):
+    # G steps first, every other iteration (closures); D every iteration.
+    code, run = run_inprocess(HEADER + """
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+def closure_g():
+    opt_g.zero_grad(); loss = -d(g(torch.randn(4, 2))).mean(); loss.backward(); return loss
+def closure_d():
+    opt_d.zero_grad(); loss = d(g(torch.randn(4, 2)).detach()).mean(); loss.backward(); return loss
+for i in range(6):
+    if i % 2 == 0:
+        opt_g.step(closure_g)
+    opt_d.step(closure_d)
 """)
     assert code == 0
-    assert _optimizer_names(run) == [["SGD", "SGD"]] * 3
-    assert all(s.complete for s in run.steps())
+    assert _optimizer_names(run) == [["Adam", "SGD"], ["SGD"]] * 3
+
+
+def test_a_crash_mid_iteration_with_an_optimizer_waiting_leaves_the_step_unfinished(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+for i in range(4):
+    opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
+    if i == 2:
+        raise RuntimeError("diverged")
+    opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+""")
+    assert code == 1
+    assert [s.complete for s in run.steps()] == [True, True, False]
+    assert run.meta()["steps_recorded"] == 2
 
 
 @pytest.mark.parametrize("kept", [

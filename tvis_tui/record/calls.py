@@ -187,7 +187,6 @@ class CallLog:
              transparent: bool = False, criterion: bool = False, frame: FrameType | None = None) -> OpenCall:
         """`frame`: the frame the call runs in, for a call that a hook closes. The caller
         has closed the calls left open (`close_left`) before reading the stack."""
-        self.steps.end_parked()  # a call of the next iteration (steps.py's iteration rule)
         stack = self._thread.stack
         parent = stack[-1].record if stack else None
         seq = next(self._seq)

@@ -430,7 +430,13 @@ def _loops(code: CodeType) -> tuple[tuple[int, int], ...]:
                 and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
             last[ins.argval] = max(last.get(ins.argval, 0), ins.offset)
     # One span per head: a `continue` or an except clause jumps back to it as well.
-    return tuple(sorted(last.items()))
+    spans = sorted(last.items())
+    # Loops nest or are apart. A span that overlaps a later one without holding it is the
+    # same `while` loop: 3.11 tests the condition at the top and again at the bottom,
+    # which jumps back to the body; a `continue` jumps to the top test. The bottom's
+    # span is the loop: a `continue` leaves it for the top test, the next pass.
+    return tuple(span for span in spans
+                 if not any(span[0] < other[0] <= span[1] < other[1] for other in spans))
 
 
 def _is_module_forward(frame: FrameType) -> bool:

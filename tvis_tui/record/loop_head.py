@@ -24,6 +24,8 @@ step), the step ends at that loop's head, and calls after it go to the next step
 
 from __future__ import annotations
 
+import dis
+from functools import lru_cache
 from types import CodeType, FrameType
 from typing import Any, Callable
 
@@ -35,15 +37,18 @@ that is not the user's."""
 class LoopHead:
     """Calls `reached` once, when `frame` comes back to the head of the loop spanning
     bytecode offsets `loop`, leaves that loop (a `break`, an exception caught outside it)
-    or returns, and `then` right after. Any local tracer the frame had goes on receiving
-    every event, after the step has ended: the head's line (`for x, y in loader:` binding
-    the next batch) belongs to the next step."""
+    or returns (`on_error`: also when an exception leaves the frame), and `then` right
+    after. Any local tracer the frame had goes on receiving every event, after the step
+    has ended: the head's line (`for x, y in loader:` binding the next batch) belongs to
+    the next step."""
 
     def __init__(self, frame: FrameType, loop: tuple[int, int], reached: Callable[[], None],
-                 then: Callable[[], None] = lambda: None) -> None:
+                 then: Callable[[], None] = lambda: None, on_error: bool = True) -> None:
         self.head, self.last = loop
         self.reached: Callable[[], None] | None = reached
-        self._then = then
+        self._then: Callable[[], None] | None = None
+        self._then_next = then
+        self._on_error = on_error
         self._previous: Any = frame.f_trace
         frame.f_trace = self.event
 
@@ -55,7 +60,8 @@ class LoopHead:
         trace function that raises): tvis raises only to stop recording."""
         reached = self.reached
         arrived = reached is not None and (
-            event == "return" or (event == "line" and self._left_body(frame.f_lasti)))
+            (event == "return" and (self._on_error or _leaves_normally(frame)))
+            or (event == "line" and self._left_body(frame.f_lasti)))
         if arrived:
             self.reached = None
             reached()
@@ -63,15 +69,72 @@ class LoopHead:
         if previous is not None:
             self._previous = previous(frame, event, arg)
         if arrived and event == "line":  # not at a return: a generator's yield is one
-            self._then()
-        return self.event if self.reached is not None else self._previous
+            self._then = self._then_next
+        then = self._then
+        if then is not None and event == "line" and _covered(frame):
+            self._then = None
+            then()
+        return self.event if self.reached is not None or self._then is not None else self._previous
 
     def _left_body(self, offset: int) -> bool:
         return offset == self.head or not self.head <= offset <= self.last
 
     def cancel(self) -> None:
         """Stop watching: a later event calls nothing (the frame's own tracer still runs)."""
-        self.reached = None
+        self.reached = self._then = None
+
+
+_NOP = dis.opmap["NOP"]
+_LEAVING = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
+                     if name in dis.opmap)
+
+
+def _covered(frame: FrameType) -> bool:
+    """Whether an exception raised from the trace callback here reaches the frame's
+    handlers: not at a `try:` line's NOP (3.11), which none of them covers (its own, the
+    `finally` and `with` blocks around the loop): the script's cleanup would not run."""
+    return frame.f_code.co_code[frame.f_lasti] != _NOP
+
+
+def _leaves_normally(frame: FrameType) -> bool:
+    """Whether a frame that is leaving returns or yields, rather than lets an exception
+    out (the trace's "return" event passes None for both): it stands on a return or
+    yield instruction."""
+    return frame.f_code.co_code[frame.f_lasti] in _LEAVING
+
+
+def rebinds(frame: FrameType, loop: tuple[int, int], optimizer: Any) -> bool:
+    """Whether the loop goes over optimizers: a name it binds holds `optimizer`, in a list
+    or tuple, or as an attribute of what it holds (`for opt in optimizers:`,
+    `for model, opt in members:`, `for agent in agents:` with `agent.optimizer`). A
+    critic's `for _ in range(k):` binds none."""
+    scopes = {"STORE_FAST": frame.f_locals, "STORE_DEREF": frame.f_locals,
+              "STORE_NAME": frame.f_locals, "STORE_GLOBAL": frame.f_globals}
+    return any(_holds(scopes[op].get(name), optimizer, depth=1)
+               for op, name in _bound_names(frame.f_code, *loop))
+
+
+@lru_cache(maxsize=256)
+def _bound_names(code: CodeType, first: int, last: int) -> tuple[tuple[str, str], ...]:
+    """(store opcode, name) of every name bound between bytecode offsets first and last."""
+    return tuple({(ins.opname, ins.argval) for ins in dis.get_instructions(code)
+                  if first <= ins.offset <= last and ins.opname in
+                  ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL")})
+
+
+def _holds(value: Any, target: Any, depth: int) -> bool:
+    if value is target:
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(item is target for item in value)
+    if depth == 0:
+        return False
+    try:  # the instance's own attributes, without running its __getattr__
+        attributes = object.__getattribute__(value, "__dict__")
+    except (AttributeError, TypeError):
+        return False
+    return isinstance(attributes, dict) and any(
+        _holds(v, target, depth - 1) for v in list(attributes.values()))
 
 
 def loop_head(frame: FrameType | None, loops: Loops) -> tuple[FrameType, tuple[int, int]] | None:

@@ -35,7 +35,7 @@ from tvis_tui.record.data import DataCapture
 from tvis_tui.record.fast_path import FastPath
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
-from tvis_tui.record.loop_head import LoopHead, loop_head
+from tvis_tui.record.loop_head import LoopHead, loop_head, rebinds
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
 from tvis_tui.record.names import ModuleNames
@@ -311,17 +311,22 @@ class Recorder:
         if text is not None:
             self.writer.put_source(path, text)
 
-    def _watch_loop_head(self, reached: Callable[[], None]) -> LoopHead | None:
+    def _watch_loop_head(self, reached: Callable[[], None], waiting_after: Any = None) -> LoopHead | None:
         """Call `reached`, as tvis's own work, when the loop around this step comes back to
-        its head (loop_head.py); None where no loop of user code holds the step."""
+        its head (loop_head.py); None where no loop of user code holds the step.
+        `waiting_after`: the optimizer that just stepped, others still waiting (steps.py's
+        iteration rule): not where the loop goes over the optimizers, nor on an exception."""
         if not self.functions.live:
             return None  # no trace function: a frame's line tracer would never be called
         found = self._step_loop(sys._getframe())
         if found is None:
             return None
+        incomplete = waiting_after is not None
+        if incomplete and rebinds(*found, waiting_after):
+            return None
         # After the last step asked for, the script stops right at the loop's head, before
         # any code of the next iteration runs (raised from the trace callback, in its frame).
-        return LoopHead(*found, lambda: self._guard(reached), self._stop_if_done)
+        return LoopHead(*found, lambda: self._guard(reached), self._stop_if_done, on_error=not incomplete)
 
     def _step_loop(self, frame: FrameType) -> tuple[FrameType, tuple[int, int]] | None:
         """The user loop holding the step being made from `frame` (loop_head.py), noted
@@ -340,14 +345,6 @@ class Recorder:
         if self.past_limit(self.steps.step):
             raise StopRecording
 
-    def _next_work(self) -> None:
-        """Something of the script's next piece of work begins (a forward, a batch, a
-        backward): a step parked at its loop's head ends (steps.py's iteration rule), then
-        the step limit is checked."""
-        if self.steps.parked is not None:
-            self._guard(self.steps.end_parked)
-        self._stop_if_done()
-
     def past_limit(self, step: int) -> bool:
         """Whether `step` comes after the last step asked for (`tvis run --steps`)."""
         return bool(self.step_limit) and step > self.step_limit  # type: ignore[operator]
@@ -363,7 +360,7 @@ class Recorder:
             if _functorch_level() is not None and self.in_recording_process():
                 self.warn(FUNC_TRANSFORM_NOTE)
             return
-        self._next_work()
+        self._stop_if_done()
         self._guard(self._open_module, module, args, here, running)
 
     def _open_module(self, module: torch.nn.Module, args: tuple, frame: Any, running: Any) -> None:
@@ -466,8 +463,9 @@ class Recorder:
     def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if not self._active():
             return
-        self._guard(self.steps.before_optimizer_step, opt)  # maybe ending the step
-        self._stop_if_done()  # nothing of this step() has run yet
+        self._stop_if_done()
+        if self._guard(self.steps.before_optimizer_step, opt):
+            self._stop_if_done()  # nothing of this step() has run yet
         # torch hands the pre-hook step()'s own args: the optimizer first, then a closure.
         closure = args[1] if len(args) > 1 else kwargs.get("closure")
         self._guard(self._open_optimizer, opt, sys._getframe(1), closure)
@@ -545,7 +543,7 @@ class Recorder:
         self._guard(self.log.close_left, here)
         if self.steps.pending is not None and not self.steps.tentative and not self._inside_backward():
             self._guard(self.steps.end_pending)
-        self._next_work()
+        self._stop_if_done()
 
     def _open_backward(self, tensors: Any, frame: Any, name: str = "backward", trains: bool = True) -> OpenCall:
         """`trains`: its loss is the step's (not a gradient penalty's torch.autograd.grad)."""
@@ -663,7 +661,7 @@ class Recorder:
         self._guard(self.log.close_left, sys._getframe(1))
         if self.steps.pending is not None and self.steps.fed_by(id(iterator)):
             self._guard(self.steps.end_pending)  # the next batch: its loop head went unseen
-        self._next_work()
+        self._stop_if_done()
         call = self._guard(self._open_batch, iterator, sys._getframe(2))
         try:
             batch = self.functions.untraced(original, iterator)
@@ -702,7 +700,7 @@ class Recorder:
         inside_loss_module = any(c.criterion for c in stack)  # a criterion's own, maybe via a helper
         if not self._active() or inside_loss_module:
             return original(*args, **kwargs)
-        self._next_work()
+        self._stop_if_done()
         call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
         try:
             result = original(*args, **kwargs)

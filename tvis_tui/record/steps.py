@@ -17,15 +17,17 @@ The rule, in order:
    belong to the step they report on; at once where no loop of user code is found. Another
    backward() or optimizer step, or another batch from the DataLoader iterator that fed
    the step before it was complete, ends it too.
-2. Iteration rule. Optimizers that step at different rates (WGAN's critic, every
-   iteration or k times in an inner loop, and its generator every n-th) leave a step
-   incomplete: when the loop around a step that left some optimizer waiting comes back to
-   its head, the step is parked there, and ends at that point as soon as anything of the
-   next iteration is recorded (a batch, a forward, a backward): each such iteration is a
-   step of its own. If the next thing is a waiting optimizer's step (per-layer optimizers
-   stepped in `for opt in optimizers:`), the step goes on.
-3. Repeat rule. If an optimizer is about to step a second time in the current step
-   (no loop of user code watched), the step ends just before that call.
+2. Iteration rule. Optimizers that step at different rates (a WGAN critic every iteration
+   or k times in an inner loop, its generator every n-th) leave a step incomplete: the
+   step ends when the loop around the step that left some optimizer waiting comes back to
+   its head, as a complete one does; each such pass of the loop is a step of its own. Not
+   where that loop goes over the optimizers themselves (`for opt in optimizers:`, an
+   ensemble's `for model, opt in members:`, `for agent in agents: agent.update()`): the
+   others step in its next passes, and the step ends once they all have. Nor where the
+   frame leaves the loop by an exception: that step is unfinished.
+3. Repeat rule. If an optimizer is about to step a second time in the current step (no
+   loop of user code watched, or a created optimizer that never steps), the step ends just
+   before that call.
 4. Backward rule. While the script has created no optimizer at all (hand-written
    `p -= lr * p.grad` updates), a step is complete when `backward()` returns, and ends as
    above.
@@ -71,19 +73,17 @@ class StepTracker:
         self.rules: set[str] = set()
         # tvis's time on this thread so far (CallLog.overhead_so_far sets it).
         self.overhead_clock: Callable[[], int] = lambda: 0
-        # Watches for the next iteration and calls its argument then (the recorder sets
-        # it); returns something with cancel(), or None when it cannot watch.
-        self.next_iteration: Callable[[Callable[[], None]], Any] | None = None
+        # Watches for the next iteration and calls its first argument then (the recorder
+        # sets it); returns something with cancel(), or None when it cannot watch. With an
+        # optimizer as second argument the step is incomplete, that one the last to step.
+        self.next_iteration: Callable[[Callable[[], None], Any], Any] | None = None
+        self._iteration_watcher: Any = None  # of an incomplete step (the iteration rule)
         self.pending: tuple[str, Any] | None = None  # a complete step's rule and watcher (or None)
         self.tentative = False  # the pending step may yet see an optimizer step (_complete)
-        # Where an incomplete step's iteration ended, (time, tvis's time then), and the
-        # watcher of its loop's head (the iteration rule).
-        self.parked: tuple[int, int] | None = None
-        self._park_watcher: Any = None
         self._optimizers_seen = 0
-        self._reset(time.perf_counter_ns(), 0)
+        self._reset(time.perf_counter_ns())
 
-    def _reset(self, now: int, overhead: int) -> None:
+    def _reset(self, now: int) -> None:
         self._first: int | None = None
         self._last = 0
         self._losses: list[float] = []
@@ -94,7 +94,7 @@ class StepTracker:
         self._phase_overhead: dict[str, int] = {}
         self._gpu_events: list[tuple[str, Any, Any]] = []
         self._started = now
-        self._overhead_at_start = overhead
+        self._overhead_at_start = self.overhead_clock()
 
     # -- what happens inside a step ------------------------------------------------------
 
@@ -152,12 +152,10 @@ class StepTracker:
     # -- boundaries ----------------------------------------------------------------------
 
     def before_optimizer_step(self, optimizer: Any) -> bool:
-        """True when the iteration or repeat rule ended the step before this optimizer
-        steps."""
+        """True when the repeat rule ended the step before this optimizer steps."""
         if id(optimizer) in self._stepped:
-            self.end("optimizer", at=self.parked)
+            self.end("optimizer")
             return True
-        self.parked = None  # one of the same iteration's optimizers: the step goes on
         return False
 
     def add_optimizer(self, optimizer: Any) -> None:
@@ -180,17 +178,12 @@ class StepTracker:
             self._complete("optimizer", tentative=bool(waiting))
             return True
         if self.next_iteration is not None:
-            _cancel(self._park_watcher)
-            self._park_watcher = self.next_iteration(self._park)
+            self._cancel_watcher()
+            self._iteration_watcher = self.next_iteration(self._end_iteration, optimizer)
         return False
 
-    def _park(self) -> None:
-        self.parked = (time.perf_counter_ns(), self.overhead_clock())
-
-    def end_parked(self) -> None:
-        """Something of the next iteration begins: a parked step ends where it was parked."""
-        if self.parked is not None:
-            self.end("optimizer", at=self.parked)
+    def _end_iteration(self) -> None:
+        self.end("optimizer")
 
     def _covered(self, live: list[Any], waiting: list[Any]) -> bool:
         """Whether the optimizers that stepped updated every parameter those `waiting`
@@ -227,8 +220,8 @@ class StepTracker:
         end again, complete, rather than as an unfinished step. A `tentative` one is not
         ended by a new backward() (an optimizer not yet seen stepping may be on its way)."""
         self._cancel_watcher()  # an optimizer first seen after the step was complete
-        self.pending, self.parked = (rule, None), None
-        watcher = self.next_iteration(self.end_pending) if self.next_iteration is not None else None
+        self.pending = (rule, None)
+        watcher = self.next_iteration(self.end_pending, None) if self.next_iteration is not None else None
         if watcher is None:
             self.end_pending()
         else:
@@ -240,29 +233,29 @@ class StepTracker:
             self.end(self.pending[0])
 
     def _cancel_watcher(self) -> None:
-        _cancel(self._park_watcher)
-        self._park_watcher = None
-        if self.pending is not None:
-            _cancel(self.pending[1])
+        if self._iteration_watcher is not None:
+            self._iteration_watcher.cancel()
+            self._iteration_watcher = None
+        if self.pending is not None and self.pending[1] is not None:
+            self.pending[1].cancel()
 
-    def end(self, rule: str, complete: bool = True, at: tuple[int, int] | None = None) -> None:
-        """Write the current step's record and start the next step, now or `at` (a time
-        and tvis's time then, where the step was parked)."""
+    def end(self, rule: str, complete: bool = True) -> None:
+        """Write the current step's record and start the next step."""
         with self._lock:
             self._cancel_watcher()
-            now, overhead = at if at is not None else (time.perf_counter_ns(), self.overhead_clock())
+            now = time.perf_counter_ns()
             if self._first is not None:
-                self._put_step(now, overhead, rule, complete)
+                self._put_step(now, rule, complete)
                 self.rules.add(rule)
                 # One statement, no call in it: a Ctrl-C cannot land between these (finish()
                 # would end the step twice, or once more as unfinished).
                 self.pending, self.step, self._first = None, self.step + 1, None
-            self.pending, self.tentative, self.parked = None, False, None
+            self.pending, self.tentative = None, False
             self._stepped.clear()
-            self._reset(now, overhead)
+            self._reset(now)
 
-    def _put_step(self, now: int, overhead_now: int, rule: str, complete: bool) -> None:
-        overhead = max(overhead_now - self._overhead_at_start, 0)
+    def _put_step(self, now: int, rule: str, complete: bool) -> None:
+        overhead = max(self.overhead_clock() - self._overhead_at_start, 0)
         wall = max(now - self._started - overhead, 0)
         phases = {k: v for k, v in self._phase_ns.items() if v}
         phases["other"] = phases.get("other", 0) + max(wall - sum(phases.values()), 0)
@@ -290,7 +283,6 @@ class StepTracker:
     def finish(self) -> int:
         """Close a step the script left unfinished (written with complete=False);
         returns the number of complete steps."""
-        self.end_parked()
         self.end_pending()
         complete = self.step - 1
         if self._first is not None:
@@ -302,11 +294,6 @@ class StepTracker:
         if "optimizer" in self.rules or len(self.optimizers):
             return "optimizer"
         return "backward"
-
-
-def _cancel(watcher: Any) -> None:
-    if watcher is not None:
-        watcher.cancel()
 
 
 def _parameter_ids(optimizer: Any) -> set[int]:
