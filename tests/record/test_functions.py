@@ -270,6 +270,41 @@ for _ in range(3):
     assert not [c for c in run.calls(1, run.call_count()) if c.kind == "function"]
 
 
+def test_an_evaluation_with_a_loop_called_from_the_epoch_loop_is_a_call(run_inprocess):
+    # Once the training loop is known, a function with a loop called from the loop around
+    # it (evaluate() after each epoch's batches) is one call; train_epoch never is.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+val = [torch.randn(4, 4) for _ in range(2)]
+
+@torch.no_grad()
+def evaluate():
+    total = 0.0
+    for x in val:
+        total += float(model(x).mean())
+    return total
+
+def train_epoch():
+    for _ in range(2):
+        opt.zero_grad(); model(torch.randn(8, 4)).pow(2).mean().backward(); opt.step()
+
+for epoch in range(2):
+    train_epoch()
+    print(epoch, round(evaluate(), 3))
+""")
+    assert code == 0
+    calls = run.calls(1, run.call_count())
+    functions = [(c.name, c.depth) for c in calls if c.kind == "function"]
+    assert functions == [("evaluate", 0), ("evaluate", 0)]
+    for call in (c for c in calls if c.name == "evaluate"):
+        inside = [c for c in calls if c.parent == call.seq]
+        assert [c.phase for c in inside] == ["no_grad", "no_grad"]
+
+
 def test_an_error_leaving_through_a_with_block_is_the_functions_error(run_inprocess):
     # The with statement's exit runs lines of the function after the exception: the
     # error is still the one leaving it, and there is no return value.

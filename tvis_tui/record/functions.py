@@ -291,14 +291,14 @@ class _Frame:
                 return False
             plan = tracer._plans.get(caller.f_code)
             if plan is not None:
-                if not self.plan.has_loop:
-                    return plan.in_loop(caller.f_lasti)
-                # A function with a loop of its own is one iteration's work (a rollout, a
-                # train_step's micro-batches) only when the loop calling it is, or is
-                # inside, one a step was seen in; from an epoch loop it would wrap many
-                # steps, and so would one whose own loop holds steps (a GAN's k
-                # discriminator steps).
-                return _step_loop_at(caller, plan, tracer.step_loops) and not any(
+                if not plan.in_loop(caller.f_lasti):
+                    return False
+                # A function with a loop of its own (a rollout, a train_step's
+                # micro-batches, an evaluation) may instead hold the training loop
+                # (train_epoch), or a GAN's k discriminator steps, and wrap many steps:
+                # it is recorded once the loop holding the steps is known, and not when
+                # its own loop is that one.
+                return not self.plan.has_loop or bool(tracer.step_loops) and not any(
                     code is frame.f_code for code, _ in tracer.step_loops)
             if not _wraps(caller, inner.f_code):
                 return False  # library code calling back (Module.apply, AveragedModel's avg_fn)
@@ -409,14 +409,6 @@ def _arguments(frame: FrameType) -> Any:
 
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-
-
-def _step_loop_at(frame: FrameType, plan: _Plan, step_loops: set[tuple[CodeType, tuple[int, int]]]) -> bool:
-    """Whether `frame` runs inside a loop that held a step, directly or in a loop nested
-    in it (`for env in envs: rollout(env)` inside the training loop)."""
-    here = frame.f_lasti
-    return any(first <= here <= last and (frame.f_code, (first, last)) in step_loops
-               for first, last in plan.loops)
 
 
 def _loops(code: CodeType) -> tuple[tuple[int, int], ...]:
