@@ -147,7 +147,7 @@ for i in range(7):
     for step in run.steps():
         assert step.complete
         first_call = run.call(step.first_seq)
-        assert (first_call.kind, first_call.name) == ("module", "Linear")
+        assert (first_call.kind, first_call.name) == ("module", "g")  # g(...) inside d(g(...))
 
 
 def test_a_critics_inner_loop_makes_each_optimizer_step_a_step(run_inprocess, capsys):

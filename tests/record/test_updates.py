@@ -278,7 +278,8 @@ for step in range(2):
 """)
     assert code == 0
     step = _steps(run)[0]
-    assert [s.path for s in run.slots(step.seq, "update")] == ["Linear.weight", "Linear.bias"]
+    # Named by the script's variable: it holds two Linear models.
+    assert [s.path for s in run.slots(step.seq, "update")] == ["used.weight", "used.bias"]
     assert all(s.ratio > 0 for s in run.slots(step.seq, "update"))
     assert step.extra["no_grad_count"] == 2
 
@@ -303,7 +304,7 @@ def test_weight_norms_count_finite_values_and_read_once(monkeypatch):
     assert len(reads) == 1  # one wait for all parameters of a device
 
 
-def test_two_models_of_one_class_name_their_parameters_apart(run_inprocess):
+def test_two_models_of_one_class_are_named_by_the_scripts_names_for_them(run_inprocess):
     code, run = run_inprocess("""
 import torch
 from torch import nn
@@ -319,9 +320,40 @@ for step in range(2):
     assert code == 0
     step = _steps(run)[0]
     assert [s.path for s in run.slots(step.seq, "update")] == [
-        "Sequential.0.weight", "Sequential.0.bias", "Sequential#2.0.weight", "Sequential#2.0.bias"]
+        "encoder.0.weight", "encoder.0.bias", "decoder.0.weight", "decoder.0.bias"]
     roots = [c.name for c in run.calls(1, run.call_count()) if c.depth == 0 and c.kind == "module"]
-    assert roots == ["Sequential", "Sequential#2", "MSELoss"] * 2  # a loss made each step keeps its name
+    assert roots == ["encoder", "decoder", "MSELoss"] * 2  # a loss made each step keeps its name
+
+
+def test_models_of_one_class_held_by_a_trainer_are_named_by_its_attributes(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Distiller:
+    def __init__(self):
+        self.teacher = nn.Sequential(nn.Linear(3, 2))
+        self.student = nn.Sequential(nn.Linear(3, 2))
+        self.head = nn.Linear(2, 2)  # the only Linear model: its class names it
+        self.opt = torch.optim.SGD(self.student.parameters(), lr=0.1)
+
+    def step(self, x):
+        with torch.no_grad():
+            target = self.teacher(x)
+        loss = (self.head(self.student(x)) - target).pow(2).mean()
+        self.opt.zero_grad(); loss.backward(); self.opt.step()
+
+trainer = Distiller()
+for _ in range(2):
+    trainer.step(torch.randn(4, 3))
+""")
+    assert code == 0
+    calls = run.calls(1, run.call_count())
+    steps = {c.seq for c in calls if c.name == "Distiller.step"}
+    roots = [c.name for c in calls if c.parent in steps and c.kind == "module"]
+    assert roots == ["teacher", "student", "Linear"] * 2
+    assert [s.path for s in run.slots(_steps(run)[0].seq, "update")] == ["student.0.weight", "student.0.bias"]
 
 
 def test_a_model_made_anew_after_the_old_one_is_gone_keeps_its_name(run_inprocess):
@@ -334,9 +366,9 @@ for trial in range(3):
     model(torch.ones(1, 2))
     del model
     gc.collect()
-keep = nn.Sequential(nn.Linear(2, 1))
-other = nn.Sequential(nn.Linear(2, 1))
-keep(torch.ones(1, 2)); other(torch.ones(1, 2))
+models = [nn.Sequential(nn.Linear(2, 1)), nn.Sequential(nn.Linear(2, 1))]
+for member in models:  # the loop's variable names neither
+    member(torch.ones(1, 2))
 """)
     assert code == 0
     roots = [c.name for c in run.calls(1, run.call_count()) if c.depth == 0]

@@ -44,6 +44,7 @@ import torch
 
 from tvis_tui.record.calls import OpenCall, call_phase
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
+from tvis_tui.record.loop_head import loop_spans
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.tvis_frames import own_work
@@ -225,7 +226,7 @@ class FunctionTracer:
         if path is None or not self.recorder.options.file_recorded(self.recorder.sites.relative(path)):
             return None
         self.files_recorded = True
-        loops = _loops(code)
+        loops = loop_spans(code)
         calls = (code.co_name not in NOT_CALLS and not code.co_flags & _NO_CALL_FLAGS
                  and not _is_module_forward(frame))
         return _Plan(path, calls, self.lines is not None, bool(loops), loops,
@@ -406,29 +407,6 @@ def _arguments(frame: FrameType) -> Any:
     return itertools.chain.from_iterable(
         leaves(values[name], name) for i, name in enumerate(names)
         if name in values and not (i == 0 and name in ("self", "cls")))
-
-
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-
-
-def _loops(code: CodeType) -> tuple[tuple[int, int], ...]:
-    """(first, last) bytecode offsets of each loop: its head (a backward jump's target)
-    and the last backward jump to it. Every backward jump counts (`while cond:` ends with
-    a conditional one on 3.11), except JUMP_BACKWARD_NO_INTERRUPT: `await` and
-    `yield from` loop on it, not the user."""
-    last: dict[int, int] = {}
-    for ins in dis.get_instructions(code):
-        if (ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval < ins.offset
-                and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
-            last[ins.argval] = max(last.get(ins.argval, 0), ins.offset)
-    # One span per head: a `continue` or an except clause jumps back to it as well.
-    spans = sorted(last.items())
-    # Loops nest or are apart. A span that overlaps a later one without holding it is the
-    # same `while` loop: 3.11 tests the condition at the top and again at the bottom,
-    # which jumps back to the body; a `continue` jumps to the top test. The bottom's
-    # span is the loop: a `continue` leaves it for the top test, the next pass.
-    return tuple(span for span in spans
-                 if not any(span[0] < other[0] <= span[1] < other[1] for other in spans))
 
 
 def _is_module_forward(frame: FrameType) -> bool:

@@ -122,6 +122,35 @@ def _bound_names(code: CodeType, first: int, last: int) -> tuple[tuple[str, str]
                   ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL")})
 
 
+@lru_cache(maxsize=256)
+def bound_in_loops(code: CodeType) -> frozenset[str]:
+    """The names code binds inside its loops (loop variables, what each pass rebinds)."""
+    return frozenset(name for span in loop_spans(code) for _, name in _bound_names(code, *span))
+
+
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
+def loop_spans(code: CodeType) -> tuple[tuple[int, int], ...]:
+    """(first, last) bytecode offsets of each loop: its head (a backward jump's target)
+    and the last backward jump to it. Every backward jump counts (`while cond:` ends with
+    a conditional one on 3.11), except JUMP_BACKWARD_NO_INTERRUPT: `await` and
+    `yield from` loop on it, not the user."""
+    last: dict[int, int] = {}
+    for ins in dis.get_instructions(code):
+        if (ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval < ins.offset
+                and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
+            last[ins.argval] = max(last.get(ins.argval, 0), ins.offset)
+    # One span per head: a `continue` or an except clause jumps back to it as well.
+    spans = sorted(last.items())
+    # Loops nest or are apart. A span that overlaps a later one without holding it is the
+    # same `while` loop: 3.11 tests the condition at the top and again at the bottom,
+    # which jumps back to the body; a `continue` jumps to the top test. The bottom's
+    # span is the loop: a `continue` leaves it for the top test, the next pass.
+    return tuple(span for span in spans
+                 if not any(span[0] < other[0] <= span[1] < other[1] for other in spans))
+
+
 def _holds(value: Any, target: Any, depth: int) -> bool:
     if value is target:
         return True

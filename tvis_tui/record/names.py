@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Iterator, Sequence
+from types import FrameType
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
+
+from tvis_tui.record.loop_head import bound_in_loops
 
 
 class ModuleNames:
@@ -16,8 +19,12 @@ class ModuleNames:
     model itself, or a loss module. Its names are computed once and recomputed only when
     a module turns up that the cached table does not know (a submodule added later).
 
-    A root is named by its class; a second root of the same class that holds parameters
-    (an encoder and a decoder, both `Sequential`) is `Sequential#2`, so that their
+    A root is named by its class. Where the script holds several models of that class
+    (a GAN's `G` and `D`, a teacher and a student, a model and its EMA copy), one with
+    parameters is named by the script's variable for it, as the code calling it sees it
+    (a local, an attribute of `self`, a global; not a loop's variable, which names each
+    member of an ensemble in turn); else, or where that name is taken, a
+    second root of the same class that holds parameters is `Sequential#2`, so that their
     parameters read apart; a number is given again once its model is gone. Roots without
     parameters keep the class name: a loss module made anew each step is the same loss.
     """
@@ -34,19 +41,26 @@ class ModuleNames:
         # A model called from several threads at once must get one name, not one per thread.
         self._naming = threading.RLock()  # a finalizer run while it is held may call a model
 
-    def root_name(self, root: torch.nn.Module) -> str:
+    def root_name(self, root: torch.nn.Module,
+                  caller: Callable[[], FrameType | None] = lambda: None) -> str:
+        """`caller` finds the frame of user code calling the root, where the script's name
+        for it is looked up (on its first call only)."""
         name = self._root_names.get(root)
         if name is None:
             with self._naming:
-                name = self._root_names.get(root) or self._new_root_name(root)
+                name = self._root_names.get(root) or self._new_root_name(root, caller())
         return name
 
-    def _new_root_name(self, root: torch.nn.Module) -> str:
+    def _new_root_name(self, root: torch.nn.Module, caller: FrameType | None) -> str:
         self._roots[id(root)] = root
         name = type(root).__name__
         if next(root.parameters(), None) is not None:
-            number = self._number(name, root)
-            name = name if number == 1 else f"{name}#{number}"
+            variable = script_name(root, caller)
+            if variable is not None and variable not in self._root_names.values():
+                name = variable
+            else:
+                number = self._number(name, root)
+                name = name if number == 1 else f"{name}#{number}"
         self._root_names[root] = name
         return name
 
@@ -133,3 +147,36 @@ class ModuleNames:
     def roots(self) -> list[torch.nn.Module]:
         """Root models seen so far and still alive (for naming their parameters)."""
         return list(self._roots.values())
+
+
+def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
+    """The name the code calling `root` (`caller`, a frame of user code) gives it, where
+    it also sees another model of its class with parameters (a GAN's two `Sequential`s);
+    None where the class names it well."""
+    if caller is None:
+        return None
+    # Not a loop's variable (`for member in models:`): it names each model in turn.
+    passing = bound_in_loops(caller.f_code)
+    scope = {n: v for n, v in _scope(caller).items()
+             if n not in passing and n != "self" and not n.startswith("_")}
+    name = next((n for n, v in scope.items() if v is root), None)
+    if name is None:
+        return None
+    same_class = {id(v) for v in scope.values()
+                  if type(v) is type(root) and next(v.parameters(), None) is not None}
+    return name if len(same_class) > 1 else None
+
+
+def _scope(frame: FrameType) -> dict[str, Any]:
+    """The names code in `frame` sees: its locals, `self`'s attributes, its globals (nearest
+    first), read without running the script's code (no properties, no __getattr__)."""
+    scope = dict(frame.f_locals)
+    own = scope.get("self")
+    try:
+        attributes = object.__getattribute__(own, "__dict__") if own is not None else {}
+    except (AttributeError, TypeError):
+        attributes = {}
+    for names in (attributes if isinstance(attributes, dict) else {}, frame.f_globals):
+        for name, value in names.items():
+            scope.setdefault(name, value)
+    return scope

@@ -62,12 +62,14 @@ class Sites:
 
     def call_site(self, frame: FrameType | None) -> Site | None:
         """The innermost user-code line on the stack starting at `frame`."""
-        while frame is not None:
-            path = self.user_path(frame.f_code.co_filename)
-            if path is not None:
-                return Site(path, frame.f_lineno)
+        user = self.user_frame(frame)
+        return None if user is None else Site(self.user_path(user.f_code.co_filename), user.f_lineno)
+
+    def user_frame(self, frame: FrameType | None) -> FrameType | None:
+        """The innermost frame of user code on the stack starting at `frame`."""
+        while frame is not None and self.user_path(frame.f_code.co_filename) is None:
             frame = frame.f_back
-        return None
+        return frame
 
     def def_site(self, cls: type, attr: str = "forward", fn: Any = None) -> Site | None:
         """Where `cls.attr` is defined (or the function `fn`, when given)."""
