@@ -257,30 +257,3 @@ while step < 4:
     assert code == 0
     assert [line.split()[:2] for line in capfd.readouterr().out.splitlines()] == [["step", "1"], ["step", "2"]]
     assert _steps(run) == [[("function", "train_step"), ("module", "Linear"), ("function", "accuracy")]] * 2
-
-
-def test_with_steps_n_the_scripts_cleanup_runs_when_the_loop_body_starts_with_try(run_inprocess, capfd):
-    # The loop's head is a `try:` line's NOP, which no handler covers: stopping there
-    # skipped every `finally` and `with` exit around the loop.
-    code, run = run_inprocess(PREAMBLE + """
-class Logger:
-    def __enter__(self): return self
-    def __exit__(self, *exc): print("logger closed", flush=True)
-
-step = 0
-with Logger():
-    try:
-        while step < 6:
-            try:
-                x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
-            except RuntimeError:
-                raise
-            train_step(x, y)
-            step += 1
-            print("step", step, flush=True)
-    finally:
-        print("checkpoint saved", flush=True)
-""", steps=2)
-    assert code == 0
-    assert capfd.readouterr().out == "step 1\nstep 2\ncheckpoint saved\nlogger closed\n"
-    assert len(run.steps()) == 2

@@ -209,6 +209,59 @@ for i in range(3):
     assert _optimizer_names(run) == [["SGD"] * 3] * 2
 
 
+def test_a_critic_loop_that_binds_what_holds_the_optimizers_is_still_one_step_a_pass(run_inprocess):
+    # `state` holds both optimizers, but it is no loop variable: the loop does not go over them.
+    code, run = run_inprocess(HEADER + """
+import weakref
+from types import SimpleNamespace
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+trainer = SimpleNamespace(opt_d=torch.optim.SGD(d.parameters(), lr=0.1),
+                          opt_g=torch.optim.Adam(g.parameters(), lr=0.1))
+class Gone:
+    pass
+for i in range(4):
+    state = trainer
+    gone = weakref.proxy(Gone())  # dead at once: touching it raises
+    state.opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); state.opt_d.step()
+    if i % 2 == 0:
+        state.opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); state.opt_g.step()
+""")
+    assert code == 0 and not run.meta().get("warnings")
+    assert _optimizer_names(run) == [["SGD", "Adam"], ["SGD"]] * 2
+
+
+def test_agents_holding_their_optimizers_two_deep_make_one_step_a_pass(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+from types import SimpleNamespace
+agents = []
+for _ in range(2):
+    net = nn.Linear(2, 1)
+    agents.append(SimpleNamespace(net=net, brain=SimpleNamespace(opt=torch.optim.SGD(net.parameters(), lr=0.1))))
+for i in range(3):
+    for agent in agents:
+        agent.brain.opt.zero_grad(); agent.net(torch.randn(4, 2)).pow(2).mean().backward(); agent.brain.opt.step()
+""")
+    assert code == 0
+    assert _optimizer_names(run) == [["SGD", "SGD"]] * 3
+
+
+def test_an_exception_leaving_the_loop_through_a_with_block_leaves_the_waiting_step_unfinished(run_inprocess):
+    code, run = run_inprocess(HEADER + """
+import contextlib
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+with contextlib.nullcontext():
+    for i in range(4):
+        opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
+        if i == 2:
+            raise RuntimeError("diverged")
+        opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+""")
+    assert code == 1
+    assert [s.complete for s in run.steps()] == [True, True, False]
+
+
 SPARE = """
 model = nn.Linear(3, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -30,7 +30,7 @@ Snapshot = dict[str, int]
 
 
 def tensor_ids(names: dict[str, Any]) -> Snapshot:
-    return {k: id(v) for k, v in names.items() if isinstance(v, torch.Tensor)}
+    return {k: id(v) for k, v in names.items() if issubclass(type(v), torch.Tensor)}
 
 
 def rebound(names: dict[str, Any], before: Snapshot) -> tuple[Snapshot, list[tuple[str, torch.Tensor]]]:
@@ -38,7 +38,8 @@ def rebound(names: dict[str, Any], before: Snapshot) -> tuple[Snapshot, list[tup
     now: Snapshot = {}
     changed: list[tuple[str, torch.Tensor]] = []
     for name, value in names.items():
-        if isinstance(value, torch.Tensor):
+        # By type: isinstance() reads __class__, and a dead weakref.proxy raises on that.
+        if issubclass(type(value), torch.Tensor):
             ident = now[name] = id(value)
             if before.get(name) != ident:
                 changed.append((name, value))

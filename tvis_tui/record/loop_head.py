@@ -19,7 +19,10 @@ Known limits: a loop in C between the step and the user's loop (`map(train_step,
 leaves no frame, so the loop around it is taken, and the step ends at the next backward()
 or batch instead. The loop is the innermost one around the call: when that is an inner
 loop of the iteration (`for opt in optimizers: opt.step()`, a generator that yields after the
-step), the step ends at that loop's head, and calls after it go to the next step.
+step), the step ends at that loop's head, and calls after it go to the next step. With
+`--steps N`, a `while` loop whose body starts with `try:` is stopped at that line's NOP,
+which no handler of the frame covers: the `finally` and `with` exits around the loop do
+not run (raising a line later would hand tvis's stop to the body's own `except:`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import dis
 from functools import lru_cache
 from types import CodeType, FrameType
+from weakref import CallableProxyType, ProxyType, ReferenceType
 from typing import Any, Callable
 
 Loops = Callable[[CodeType], "tuple[tuple[int, int], ...] | None"]
@@ -37,7 +41,8 @@ that is not the user's."""
 class LoopHead:
     """Calls `reached` once, when `frame` comes back to the head of the loop spanning
     bytecode offsets `loop`, leaves that loop (a `break`, an exception caught outside it)
-    or returns (`on_error`: also when an exception leaves the frame), and `then` right
+    or returns, and `then` right after; `on_error` False: not when an exception leaves
+    the loop (to a handler, a `finally`, a `with` exit outside it) or the frame, and never
     after. Any local tracer the frame had goes on receiving every event, after the step
     has ended: the head's line (`for x, y in loader:` binding the next batch) belongs to
     the next step."""
@@ -46,9 +51,9 @@ class LoopHead:
                  then: Callable[[], None] = lambda: None, on_error: bool = True) -> None:
         self.head, self.last = loop
         self.reached: Callable[[], None] | None = reached
-        self._then: Callable[[], None] | None = None
-        self._then_next = then
+        self._then = then
         self._on_error = on_error
+        self._raised = False  # an exception was raised or passed through since the last line
         self._previous: Any = frame.f_trace
         frame.f_trace = self.event
 
@@ -60,8 +65,13 @@ class LoopHead:
         trace function that raises): tvis raises only to stop recording."""
         reached = self.reached
         arrived = reached is not None and (
-            (event == "return" and (self._on_error or _leaves_normally(frame)))
-            or (event == "line" and self._left_body(frame.f_lasti)))
+            event == "return" or (event == "line" and self._left_body(frame.f_lasti)))
+        if arrived and not self._on_error and (self._raised if event == "line" else not _leaves_normally(frame)):
+            arrived, self.reached = False, None  # left by an exception: the step is unfinished
+        if event == "exception":
+            self._raised = True
+        elif event == "line":
+            self._raised = False
         if arrived:
             self.reached = None
             reached()
@@ -69,31 +79,19 @@ class LoopHead:
         if previous is not None:
             self._previous = previous(frame, event, arg)
         if arrived and event == "line":  # not at a return: a generator's yield is one
-            self._then = self._then_next
-        then = self._then
-        if then is not None and event == "line" and _covered(frame):
-            self._then = None
-            then()
-        return self.event if self.reached is not None or self._then is not None else self._previous
+            self._then()
+        return self.event if self.reached is not None else self._previous
 
     def _left_body(self, offset: int) -> bool:
         return offset == self.head or not self.head <= offset <= self.last
 
     def cancel(self) -> None:
         """Stop watching: a later event calls nothing (the frame's own tracer still runs)."""
-        self.reached = self._then = None
+        self.reached = None
 
 
-_NOP = dis.opmap["NOP"]
 _LEAVING = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
                      if name in dis.opmap)
-
-
-def _covered(frame: FrameType) -> bool:
-    """Whether an exception raised from the trace callback here reaches the frame's
-    handlers: not at a `try:` line's NOP (3.11), which none of them covers (its own, the
-    `finally` and `with` blocks around the loop): the script's cleanup would not run."""
-    return frame.f_code.co_code[frame.f_lasti] != _NOP
 
 
 def _leaves_normally(frame: FrameType) -> bool:
@@ -104,14 +102,33 @@ def _leaves_normally(frame: FrameType) -> bool:
 
 
 def rebinds(frame: FrameType, loop: tuple[int, int], optimizer: Any) -> bool:
-    """Whether the loop goes over optimizers: a name it binds holds `optimizer`, in a list
-    or tuple, or as an attribute of what it holds (`for opt in optimizers:`,
-    `for model, opt in members:`, `for agent in agents:` with `agent.optimizer`). A
-    critic's `for _ in range(k):` binds none."""
+    """Whether the `for` loop goes over optimizers: its target holds `optimizer`, in a
+    list, tuple or dict, or as an attribute of what it holds, two deep (`for opt in
+    optimizers:`, `for model, opt in members:`, `for agent in agents:` with
+    `agent.policy.optimizer`). A critic's `for _ in range(k):` does not; nor a loop over
+    indices (`opts[i].step()`): each optimizer's step is a step of its own there."""
     scopes = {"STORE_FAST": frame.f_locals, "STORE_DEREF": frame.f_locals,
               "STORE_NAME": frame.f_locals, "STORE_GLOBAL": frame.f_globals}
-    return any(_holds(scopes[op].get(name), optimizer, depth=1)
-               for op, name in _bound_names(frame.f_code, *loop))
+    return any(_holds(scopes[op].get(name), optimizer, depth=2)
+               for op, name in _target_names(frame.f_code, loop[0]))
+
+
+@lru_cache(maxsize=256)
+def _target_names(code: CodeType, head: int) -> tuple[tuple[str, str], ...]:
+    """(store opcode, name) of what the `for` loop whose FOR_ITER is at `head` binds."""
+    names: list[tuple[str, str]] = []
+    instructions = iter(dis.get_instructions(code))
+    for ins in instructions:
+        if ins.offset == head:
+            break
+    if ins.offset != head or ins.opname != "FOR_ITER":
+        return ()
+    for ins in instructions:
+        if ins.opname.startswith("STORE_"):
+            names.append((ins.opname, ins.argval))
+        elif ins.opname not in ("UNPACK_SEQUENCE", "UNPACK_EX", "CACHE"):
+            break
+    return tuple(n for n in names if n[0] in ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL"))
 
 
 @lru_cache(maxsize=256)
@@ -152,17 +169,22 @@ def loop_spans(code: CodeType) -> tuple[tuple[int, int], ...]:
 
 
 def _holds(value: Any, target: Any, depth: int) -> bool:
+    """By type and identity only: nothing of the script's runs (a dead weakref.proxy
+    raises on any other touch)."""
     if value is target:
         return True
-    if isinstance(value, (list, tuple)):
+    kind = type(value)
+    if kind is list or kind is tuple:
         return any(item is target for item in value)
-    if depth == 0:
+    if kind is dict:
+        return any(item is target for item in list(value.values()))
+    if depth == 0 or kind in (ProxyType, CallableProxyType) or issubclass(kind, ReferenceType):
         return False
     try:  # the instance's own attributes, without running its __getattr__
         attributes = object.__getattribute__(value, "__dict__")
-    except (AttributeError, TypeError):
+    except Exception:
         return False
-    return isinstance(attributes, dict) and any(
+    return type(attributes) is dict and any(
         _holds(v, target, depth - 1) for v in list(attributes.values()))
 
 

@@ -23,8 +23,9 @@ The rule, in order:
    its head, as a complete one does; each such pass of the loop is a step of its own. Not
    where that loop goes over the optimizers themselves (`for opt in optimizers:`, an
    ensemble's `for model, opt in members:`, `for agent in agents: agent.update()`): the
-   others step in its next passes, and the step ends once they all have. Nor where the
-   frame leaves the loop by an exception: that step is unfinished.
+   others step in its next passes, and the step ends once they all have (a loop over
+   indices, `opts[i].step()`, is not seen as one: there each optimizer's step is a step).
+   Nor where an exception leaves the loop: that step is unfinished.
 3. Repeat rule. If an optimizer is about to step a second time in the current step (no
    loop of user code watched, or a created optimizer that never steps), the step ends just
    before that call.
