@@ -572,9 +572,13 @@ for x, y in DataLoader(data, batch_size=8, num_workers=2):
     assert code == 0 and "global hooks" not in capsys.readouterr().err
     meta = run.meta()
     assert meta["steps_recorded"] == 4
-    assert any("Sequential is torch.compile'd" in w for w in meta["warnings"])
+    assert [w for w in meta["warnings"] if "compile" in w] == [
+        "torch.compile was used on Sequential: code it compiles runs without tvis's hooks, so calls "
+        "inside it are not recorded"]
     first = run.calls(1, 5)
     assert [c.kind for c in first] == ["data", "module", "function", "backward", "optimizer"]
+    assert first[1].name == "Sequential"  # the compiled model's, not OptimizedModule
+    assert [s.path for s in run.slots(first[4].seq, "param_grad")][0] == "Sequential.0.weight"
     assert [s.shape for s in run.slots(1, "output")] == [(8, 4), (8, 1)]
 
 

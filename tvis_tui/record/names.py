@@ -44,7 +44,9 @@ class ModuleNames:
     def root_name(self, root: torch.nn.Module,
                   caller: Callable[[], FrameType | None] = lambda: None) -> str:
         """`caller` finds the frame of user code calling the root, where the script's name
-        for it is looked up (on its first call only)."""
+        for it is looked up (on its first call only). A torch.compile'd model is named as
+        the model it wraps, and so are its parameters."""
+        root = compiled_from(root)
         name = self._root_names.get(root)
         if name is None:
             with self._naming:
@@ -147,6 +149,16 @@ class ModuleNames:
     def roots(self) -> list[torch.nn.Module]:
         """Root models seen so far and still alive (for naming their parameters)."""
         return list(self._roots.values())
+
+
+def compiled_from(module: torch.nn.Module) -> torch.nn.Module:
+    """The model a torch.compile'd module (an OptimizedModule) wraps, which names it and
+    its parameters (`Net.fc.weight`, not `OptimizedModule._orig_mod.fc.weight`)."""
+    if type(module).__name__ == "OptimizedModule":
+        inner = module._modules.get("_orig_mod")
+        if isinstance(inner, torch.nn.Module):
+            return inner
+    return module
 
 
 def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:

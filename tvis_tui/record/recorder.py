@@ -70,9 +70,8 @@ FUNC_TRANSFORM_NOTE = ("calls inside torch.func transforms (vmap, grad, jacrev, 
 
 
 def _opaque_kind(module: torch.nn.Module) -> str | None:
-    """What hides the calls inside `module` from module hooks, if anything."""
-    if type(module).__name__ == "OptimizedModule":
-        return f"{type(getattr(module, '_orig_mod', module)).__name__} is torch.compile'd"
+    """What hides the calls inside `module` from module hooks, if anything (not a
+    torch.compile'd one: the call to torch.compile warned already)."""
     if isinstance(module, torch.jit.ScriptModule):
         return f"{getattr(module, 'original_name', type(module).__name__)} is TorchScript (torch.jit)"
     return None
