@@ -100,14 +100,20 @@ for i in range(5):
     assert [s.loss for s in steps] == [float(x) for x in capsys.readouterr().out.split()]
 
 
-def test_gan_style_two_optimizers_make_one_step(run_inprocess, capsys):
-    code, run = run_inprocess(HEADER + """
+GAN = HEADER + """
 d, g = nn.Linear(2, 1), nn.Linear(2, 2)
 opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
 opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+"""
+D_STEP = "opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()"
+G_STEP = "opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()"
+
+
+def test_gan_style_two_optimizers_make_one_step(run_inprocess, capsys):
+    code, run = run_inprocess(GAN + f"""
 for i in range(10):
-    opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
-    opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+    {D_STEP}
+    {G_STEP}
     print("iteration", i)
 """, steps=3)
     assert code == 0
@@ -129,13 +135,9 @@ def test_a_critic_stepping_more_often_than_the_generator_makes_one_step_an_itera
     # WGAN's n_critic: D steps every iteration, G every third. An iteration where only D
     # steps is a step of its own, ended at the loop's head, not cut just before D's next
     # step() (which put the next iteration's forward and backward into it).
-    d_step = "opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()"
-    g_step = "if i % 3 == 0: opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()"
-    first, second = (g_step, d_step) if g_first else (d_step, g_step)
-    code, run = run_inprocess(HEADER + f"""
-d, g = nn.Linear(2, 1), nn.Linear(2, 2)
-opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
-opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+    g_step = f"if i % 3 == 0: {G_STEP}"
+    first, second = (g_step, D_STEP) if g_first else (D_STEP, g_step)
+    code, run = run_inprocess(GAN + f"""
 for i in range(7):
     {first}
     {second}
@@ -153,14 +155,11 @@ for i in range(7):
 def test_a_critics_inner_loop_makes_each_optimizer_step_a_step(run_inprocess, capsys):
     # D's k steps in an inner loop, then G's: each step holds one optimizer step with its
     # own forward and backward, from the first iteration on.
-    code, run = run_inprocess(HEADER + """
-d, g = nn.Linear(2, 1), nn.Linear(2, 2)
-opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
-opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+    code, run = run_inprocess(GAN + f"""
 for i in range(3):
     for _ in range(2):
-        opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
-    opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+        {D_STEP}
+    {G_STEP}
     print("iteration", i)
 """, steps=6)
     assert code == 0
@@ -281,10 +280,7 @@ def test_with_an_optimizer_waiting_each_iterations_lines_are_its_steps(run_inpro
 
 def test_a_waiting_optimizers_step_at_the_top_of_the_next_iteration_is_in_its_step(run_inprocess):
     # G steps first, every other iteration (closures); D every iteration.
-    code, run = run_inprocess(HEADER + """
-d, g = nn.Linear(2, 1), nn.Linear(2, 2)
-opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
-opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
+    code, run = run_inprocess(GAN + """
 def closure_g():
     opt_g.zero_grad(); loss = -d(g(torch.randn(4, 2))).mean(); loss.backward(); return loss
 def closure_d():
@@ -301,21 +297,16 @@ for i in range(6):
 @pytest.mark.parametrize("around", ["", "with contextlib.nullcontext():"])
 def test_a_crash_mid_iteration_with_an_optimizer_waiting_leaves_the_step_unfinished(run_inprocess, around):
     # Also where the exception leaves the loop through a with block's exit in its frame.
-    loop = """
+    loop = f"""
 for i in range(4):
-    opt_d.zero_grad(); d(g(torch.randn(4, 2)).detach()).mean().backward(); opt_d.step()
+    {D_STEP}
     if i == 2:
         raise RuntimeError("diverged")
-    opt_g.zero_grad(); (-d(g(torch.randn(4, 2)))).mean().backward(); opt_g.step()
+    {G_STEP}
 """
     if around:
         loop = around + loop.replace("\n", "\n    ")
-    code, run = run_inprocess(HEADER + """
-import contextlib
-d, g = nn.Linear(2, 1), nn.Linear(2, 2)
-opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
-opt_g = torch.optim.Adam(g.parameters(), lr=0.1)
-""" + loop)
+    code, run = run_inprocess(GAN + "import contextlib\n" + loop)
     assert code == 1
     assert [s.complete for s in run.steps()] == [True, True, False]
     assert run.meta()["steps_recorded"] == 2

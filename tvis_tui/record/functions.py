@@ -299,8 +299,8 @@ class _Frame:
                 # (train_epoch), or a GAN's k discriminator steps, and wrap many steps:
                 # it is recorded once the loop holding the steps is known, and not when
                 # its own loop is that one.
-                return not self.plan.has_loop or bool(tracer.step_loops) and not any(
-                    code is frame.f_code for code, _ in tracer.step_loops)
+                return not self.plan.has_loop or (bool(tracer.step_loops) and not any(
+                    code is frame.f_code for code, _ in tracer.step_loops))
             if not _wraps(caller, inner.f_code):
                 return False  # library code calling back (Module.apply, AveragedModel's avg_fn)
             inner, caller = caller, caller.f_back

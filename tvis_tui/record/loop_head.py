@@ -107,10 +107,13 @@ def rebinds(frame: FrameType, loop: tuple[int, int], optimizer: Any) -> bool:
     optimizers:`, `for model, opt in members:`, `for agent in agents:` with
     `agent.policy.optimizer`). A critic's `for _ in range(k):` does not; nor a loop over
     indices (`opts[i].step()`): each optimizer's step is a step of its own there."""
-    scopes = {"STORE_FAST": frame.f_locals, "STORE_DEREF": frame.f_locals,
-              "STORE_NAME": frame.f_locals, "STORE_GLOBAL": frame.f_globals}
-    return any(_holds(scopes[op].get(name), optimizer, depth=2)
+    return any(_holds((frame.f_globals if op == "STORE_GLOBAL" else frame.f_locals).get(name),
+                      optimizer, depth=2)
                for op, name in _target_names(frame.f_code, loop[0]))
+
+
+_STORES = ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL")
+"""The instructions that bind a name (not an attribute or an item)."""
 
 
 @lru_cache(maxsize=256)
@@ -128,15 +131,14 @@ def _target_names(code: CodeType, head: int) -> tuple[tuple[str, str], ...]:
             names.append((ins.opname, ins.argval))
         elif ins.opname not in ("UNPACK_SEQUENCE", "UNPACK_EX", "CACHE"):
             break
-    return tuple(n for n in names if n[0] in ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL"))
+    return tuple(n for n in names if n[0] in _STORES)
 
 
 @lru_cache(maxsize=256)
 def _bound_names(code: CodeType, first: int, last: int) -> tuple[tuple[str, str], ...]:
     """(store opcode, name) of every name bound between bytecode offsets first and last."""
     return tuple({(ins.opname, ins.argval) for ins in dis.get_instructions(code)
-                  if first <= ins.offset <= last and ins.opname in
-                  ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL")})
+                  if first <= ins.offset <= last and ins.opname in _STORES})
 
 
 @lru_cache(maxsize=256)
@@ -178,14 +180,22 @@ def _holds(value: Any, target: Any, depth: int) -> bool:
         return any(item is target for item in value)
     if kind is dict:
         return any(item is target for item in list(value.values()))
-    if depth == 0 or kind in (ProxyType, CallableProxyType) or issubclass(kind, ReferenceType):
+    if depth == 0:
         return False
-    try:  # the instance's own attributes, without running its __getattr__
+    return any(_holds(v, target, depth - 1) for v in list(own_attributes(value).values()))
+
+
+def own_attributes(value: Any) -> dict[str, Any]:
+    """The instance's own attributes (its __dict__), read without running any of its code
+    (no property, no __getattr__; a dead weakref.proxy raises on any other touch)."""
+    kind = type(value)
+    if kind in (ProxyType, CallableProxyType) or issubclass(kind, ReferenceType):
+        return {}
+    try:
         attributes = object.__getattribute__(value, "__dict__")
     except Exception:
-        return False
-    return type(attributes) is dict and any(
-        _holds(v, target, depth - 1) for v in list(attributes.values()))
+        return {}
+    return attributes if type(attributes) is dict else {}
 
 
 def loop_head(frame: FrameType | None, loops: Loops) -> tuple[FrameType, tuple[int, int]] | None:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from tvis_tui.record.loop_head import bound_in_loops
+from tvis_tui.record.loop_head import bound_in_loops, own_attributes
 
 
 class ModuleNames:
@@ -183,12 +183,7 @@ def _scope(frame: FrameType) -> dict[str, Any]:
     """The names code in `frame` sees: its locals, `self`'s attributes, its globals (nearest
     first), read without running the script's code (no properties, no __getattr__)."""
     scope = dict(frame.f_locals)
-    own = scope.get("self")
-    try:
-        attributes = object.__getattribute__(own, "__dict__") if own is not None else {}
-    except (AttributeError, TypeError):
-        attributes = {}
-    for names in (attributes if isinstance(attributes, dict) else {}, frame.f_globals):
+    for names in (own_attributes(scope.get("self")), frame.f_globals):
         for name, value in names.items():
             scope.setdefault(name, value)
     return scope

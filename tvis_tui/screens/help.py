@@ -79,13 +79,16 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
 EVERYWHERE = "Everywhere"
 
 
-def sections_for(here: Sequence[str]) -> list[tuple[str, list[Binding]]]:
-    """Every section, those titled in `here` first (in that order), then the keys that work
-    everywhere, then the rest."""
+Sections = list[tuple[str, list[Binding]]]
+
+
+def sections_for(here: Sequence[str]) -> tuple[Sections, Sections]:
+    """(the sections titled in `here`, in that order, then the keys that work everywhere;
+    the rest)."""
     sections = dict(key_sections())
     first = [title for title in here if title in sections] + [EVERYWHERE]
-    return [(title, sections[title]) for title in first] + [
-        item for item in sections.items() if item[0] not in first]
+    return ([(title, sections[title]) for title in first],
+            [item for item in sections.items() if item[0] not in first])
 
 
 def key_reference_markdown() -> str:
@@ -118,12 +121,13 @@ class HelpScreen(ModalScreen[None]):
         self.here = tuple(here)
 
     def compose(self) -> ComposeResult:
-        sections = sections_for(self.here)
-        shown_here = len([t for t in self.here if t in dict(sections)]) + 1
+        here, elsewhere = sections_for(self.here)
         with VerticalScroll(id="help"):
-            for index, (title, bindings) in enumerate(sections):
-                if index == shown_here and self.here:
-                    yield Static(Text("On other screens", style="dim italic"), classes="help-elsewhere")
+            for title, bindings in here:
+                yield Static(key_table(title, bindings))
+            if self.here:
+                yield Static(Text("On other screens", style="dim italic"), classes="help-elsewhere")
+            for title, bindings in elsewhere:
                 yield Static(key_table(title, bindings))
 
     def on_mount(self) -> None:
