@@ -101,3 +101,51 @@ for i in range(1000):
         opt_g.zero_grad(); g_loss.backward(); opt_g.step()
 """))
     assert est.facts.accumulation == 1
+
+
+def test_every_trained_model_and_each_optimizers_state_is_counted(script):
+    est = estimate(script("gan"))
+    g = (128 * 1024 + 1024) + (1024 * 3072 + 3072)
+    d = (3072 * 1024 + 1024) + (1024 + 1)
+    assert est.breakdown["parameters"] == (g + d) * 4
+    assert est.breakdown["optimizer_state"] == 2 * (g + d) * 4  # Adam: two moments each
+    assert est.read[:2] == [f"model Sequential: {g:,} parameters (line 10)",
+                            f"parameters outside the model stepped by Adam (line 13): {d:,}"]
+    assert "optimizers Adam (line 12), Adam (line 13)" in est.read
+
+
+BODY, HEAD = 512 * 1024 + 1024, 1024 * 10 + 10
+
+
+def _split(optimizers: str) -> str:
+    return f"""
+import torch
+from torch import nn
+model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
+{optimizers}
+for x in range(10):
+    loss = model(torch.randn(32, 512)).square().mean()
+    for opt in opts:
+        opt.zero_grad()
+    loss.backward()
+    for opt in opts:
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize("optimizers, state", [
+    # Each optimizer holds state for its own part: AdamW two moments, plain SGD none.
+    ("opts = [torch.optim.AdamW(model[0].parameters()), torch.optim.SGD(model[2].parameters(), lr=0.1)]",
+     2 * BODY * 4),
+    # Only the head is stepped: the body's gradients are still made, its state is not.
+    ("opts = [torch.optim.Adam(model[2].parameters())]", 2 * HEAD * 4),
+    # Param groups, one naming a single tensor.
+    ("opts = [torch.optim.Adam([{'params': model[0].weight}, {'params': model[2].parameters(), 'lr': 1e-3}])]",
+     2 * (512 * 1024 + HEAD) * 4),
+    # Unreadable parameters: the optimizer is taken to step the whole model.
+    ("opts = [torch.optim.Adam(params_from_somewhere())]", 2 * (BODY + HEAD) * 4),
+])
+def test_optimizer_state_covers_what_each_optimizer_steps(write, optimizers, state):
+    est = estimate(write("split.py", _split(optimizers)))
+    assert est.breakdown["optimizer_state"] == state
+    assert est.breakdown["parameters"] == (BODY + HEAD) * 4

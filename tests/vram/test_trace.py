@@ -18,7 +18,7 @@ TRACED_LABEL = "traced with fake CUDA tensors" if torch.cuda.is_available() else
 what CUDA's kernels keep (test_trace_cli.py)."""
 
 
-@pytest.mark.parametrize("name", ["gpt_sdpa", "lstm", "cnn"])
+@pytest.mark.parametrize("name", ["gpt_sdpa", "lstm", "cnn", "gan"])
 def test_fake_trace_matches_real_tensors_and_the_static_estimate(script, name):
     fake = trace(script(name))
     real = trace(script(name), fake=False)

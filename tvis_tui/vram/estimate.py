@@ -13,7 +13,7 @@ from tvis_tui.vram.memory import (Peak, backward_peak, grad_bytes, optimizer_byt
                                   optimizer_key, optimizer_peak, scaled)
 from tvis_tui.vram.source import read_script
 from tvis_tui.vram.tape import Tape
-from tvis_tui.vram.values import ITEMSIZE, Instance, Module, Param, Tensor
+from tvis_tui.vram.values import ITEMSIZE, Instance, Module, Optimizer, Param, Tensor
 
 MIB = 1024 ** 2
 CUDA_CONTEXT = 500 * MIB
@@ -119,20 +119,48 @@ def _param_count(model: Module) -> int:
 
 
 def _params(facts: Facts, settings: Settings) -> list[Param]:
+    """Every parameter resident through the step: the model's, and those any optimizer
+    steps besides (a GAN's second model)."""
     model = facts.model or (max(facts.models, key=_param_count) if facts.models else None)
     if settings.params is not None:
         dtype = settings.dtype if settings.dtype in ("float16", "bfloat16") else "float32"
         return [Param((settings.params,), dtype)]
-    if model is None:
-        return []
-    return model.params()
+    found = {id(p): p for p in (model.params() if model is not None else [])}
+    for opt in facts.optimizers:
+        for p in opt.params:
+            found.setdefault(id(p), p)
+    return list(found.values())
 
 
-def _optimizer(facts: Facts, settings: Settings) -> tuple[str, dict]:
+def _optimizer_state(facts: Facts, settings: Settings, trainable: list[Param]) -> tuple[int, int]:
+    """(state bytes, step temporaries) of the script's optimizers, each over the parameters
+    it steps. Parameters no optimizer is read to step go to one whose own could not be
+    read, or to the only optimizer assumed when none was. Temporaries are one optimizer's
+    at a time: they step one after the other."""
+    ids, claimed = {id(p) for p in trainable}, set()
+    shares: list[tuple[Optimizer | None, list[Param]]] = []
+    readable = settings.params is None  # --params stands for the model, not for an optimizer's
+    for opt in facts.optimizers if readable else ():
+        mine = [p for p in opt.params if id(p) in ids and id(p) not in claimed]
+        claimed.update(id(p) for p in mine)
+        if opt.params:
+            shares.append((opt, mine))
+    rest = [p for p in trainable if id(p) not in claimed]
+    unread = next((o for o in facts.optimizers if not (readable and o.params)), None)
+    if rest and (unread is not None or not shares):
+        shares.append((unread, rest))
+    state = temp = 0
+    for opt, params in shares:
+        key, kwargs = _optimizer(facts, settings, opt)
+        s_bytes, t_bytes = optimizer_bytes(key, params, settings.device, kwargs)
+        state, temp = state + s_bytes, max(temp, t_bytes)
+    return state, temp
+
+
+def _optimizer(facts: Facts, settings: Settings, opt: Optimizer | None) -> tuple[str, dict]:
     if settings.optimizer:
         return settings.optimizer, {}
-    if facts.optimizers:
-        opt = facts.optimizers[0]
+    if opt is not None:
         return optimizer_key(opt.kind, opt.kwargs), opt.kwargs
     facts.assume("optimizer AdamW (none found in the script)")
     return "adamw", {}
@@ -140,8 +168,7 @@ def _optimizer(facts: Facts, settings: Settings) -> tuple[str, dict]:
 
 def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Estimate:
     params = _params(facts, settings)
-    opt_key, opt_kwargs = _optimizer(facts, settings)
-    base, grads, temp = _resident(facts, settings, params, opt_key, opt_kwargs)
+    base, grads, temp = _resident(facts, settings, params)
     if settings.accumulation:
         facts.accumulation = max(facts.accumulation, settings.accumulation)
     set_to_none = settings.set_to_none if settings.set_to_none is not None else facts.set_to_none
@@ -164,12 +191,11 @@ def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Est
         assumptions.append(OVERHEAD_NOTE)
     from tvis_tui.vram.report import confidence, read_list
 
-    return Estimate(script, parts, peak.phase, read_list(facts, params, opt_key, tape),
+    return Estimate(script, parts, peak.phase, read_list(facts, params, tape),
                     assumptions, confidence(facts, tape), facts, settings)
 
 
-def _resident(facts: Facts, settings: Settings, params: list[Param], opt_key: str,
-              opt_kwargs: dict) -> tuple[Peak, int, int]:
+def _resident(facts: Facts, settings: Settings, params: list[Param]) -> tuple[Peak, int, int]:
     """What stays in memory through the step, per GPU: parameters and optimizer state (and
     DDP's gradient buckets), with the full gradient size and the optimizer's temporaries."""
     if settings.freeze_embeddings:
@@ -179,7 +205,7 @@ def _resident(facts: Facts, settings: Settings, params: list[Param], opt_key: st
     shards = _shards(facts, settings)
     p_bytes = sum(p.numel * ITEMSIZE.get(p.dtype, 4) for p in params)
     g_bytes = grad_bytes(trainable)
-    s_bytes, temp = optimizer_bytes(opt_key, trainable, settings.device, opt_kwargs)
+    s_bytes, temp = _optimizer_state(facts, settings, trainable)
     base = Peak(parameters=p_bytes // shards, optimizer_state=s_bytes // shards)
     if facts.sharding == "ddp" and settings.device == "cuda":
         base.workspace = g_bytes  # DDP's gradient buckets, a second copy of the gradients

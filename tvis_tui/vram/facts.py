@@ -132,15 +132,23 @@ class Facts:
         self.on_layer(module)
         self.models.append(module)
 
-    def owner_of(self, params: Any) -> Module | None:
-        if isinstance(params, list) and params and isinstance(params[0], dict):
-            params = [p for group in params for p in (group.get("params") or [])]
-        if isinstance(params, list):
-            ids = {id(p) for p in params if isinstance(p, Param)}
-            for module in reversed(self.models):
-                if ids and ids <= {id(p) for p in module.params()}:
-                    return module
+    def owner_of(self, params: tuple[Param, ...]) -> Module | None:
+        ids = {id(p) for p in params}
+        for module in reversed(self.models):
+            if ids and ids <= {id(p) for p in module.params()}:
+                return module
         return self.model or (self.models[-1] if self.models else None)
+
+    @staticmethod
+    def optimized(params: Any) -> tuple[Param, ...]:
+        """The parameters an optimizer's first argument names: a list of them, or of param
+        groups (dicts with "params"); () where it could not be read."""
+        def listed(value: Any) -> list:
+            return [value] if isinstance(value, Param) else list(value) if isinstance(value, (list, tuple)) else []
+
+        found = [p for item in listed(params)
+                 for p in (listed(item.get("params")) if isinstance(item, dict) else [item])]
+        return tuple({id(p): p for p in found if isinstance(p, Param)}.values())
 
     def on_param_dtype(self, module: Module, dtype: str, at: int) -> None:
         if self.settings.dtype and self.settings.dtype != dtype:

@@ -12,20 +12,19 @@ def _at(line: int) -> str:
     return f" (line {line})" if line else ""
 
 
-def read_list(facts: Facts, params: list[Param], opt_key: str, tape: Tape) -> list[str]:
+def read_list(facts: Facts, params: list[Param], tape: Tape) -> list[str]:
     out = []
-    model = facts.model
-    count = sum(p.numel for p in params if not p.buffer)
     if facts.settings.params is not None:
+        count = sum(p.numel for p in params if not p.buffer)
         out.append(f"parameters {count:,} (--params)")
-    elif model is not None:
-        out.append(f"model {model.kind}: {count:,} parameters{_at(model.line)}")
+    else:
+        out += _trained(facts)
     if facts.inputs and not facts.input_assumed:  # a made-up input is listed under assumed
         shapes = ", ".join("x".join(map(str, t.shape)) + f" {t.dtype}" for t in facts.inputs)
         out.append(f"batch {shapes}{_at(facts.forward_line)}")
     if facts.optimizers:
-        opt = facts.optimizers[0]
-        out.append(f"optimizer {opt.kind}{_at(opt.line)}")
+        named = ", ".join(f"{opt.kind}{_at(opt.line)}" for opt in facts.optimizers)
+        out.append(f"optimizer{'s' * (len(facts.optimizers) > 1)} {named}")
     for label, value, line in (
         ("autocast", facts.autocast, facts.autocast_line),
         ("parameters in", facts.param_dtype, facts.param_dtype_line),
@@ -43,6 +42,27 @@ def read_list(facts: Facts, params: list[Param], opt_key: str, tape: Tape) -> li
     if tape.followed or tape.guessed:
         out.append(f"layers followed by shape: {tape.followed}, by heuristic: {tape.guessed}")
     return out
+
+
+def _trained(facts: Facts) -> list[str]:
+    """The model, and the parameters optimizers step outside it (a GAN's second model)."""
+    out, seen = [], set()
+    model = facts.model
+    if model is not None:
+        own = [p for p in model.params() if not p.buffer]
+        seen = {id(p) for p in own}
+        out.append(f"model {model.kind}: {_count(own)} parameters{_at(model.line)}")
+    for opt in facts.optimizers:
+        more = [p for p in opt.params if id(p) not in seen and not p.buffer]
+        seen.update(id(p) for p in more)
+        if more:
+            where = "outside the model " if model is not None else ""
+            out.append(f"parameters {where}stepped by {opt.kind}{_at(opt.line)}: {_count(more)}")
+    return out
+
+
+def _count(params: list[Param]) -> str:
+    return f"{sum(p.numel for p in params):,}"
 
 
 LOW_CONFIDENCE = ("one training step of", "no model found", "the model could not be followed",

@@ -78,8 +78,8 @@ def _training(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> 
     """Optimizers, precision, gradient modes, compilation, data parallelism, checkpointing."""
     name, facts = parts[-1], api.facts
     if name in _OPTIMIZERS:
-        module = facts.owner_of(args[0] if args else kwargs.get("params"))
-        return facts.on_optimizer(Optimizer(name, module, kwargs, at))
+        params = facts.optimized(args[0] if args else kwargs.get("params"))
+        return facts.on_optimizer(Optimizer(name, facts.owner_of(params), kwargs, at, params))
     if name == "autocast":
         dtype = kwargs.get("dtype")
         return Context("autocast", dtype.name if isinstance(dtype, DType) else (

@@ -167,6 +167,9 @@ class Optimizer:
     module: Module | None
     kwargs: dict[str, Any]
     line: int
+    params: tuple[Param, ...] = ()
+    """The parameters it steps, where the script's argument could be read (a GAN's two
+    optimizers, or two over parts of one model, each hold state for their own)."""
 
 
 @dataclass(eq=False)
