@@ -443,6 +443,33 @@ for step in range(2):
         assert row["predicted"] == "".join(chars[i] for i in row["predicted_ids"])
 
 
+def test_token_predictions_of_one_token_per_sample_are_a_row_each(run_inprocess):
+    # A next-character MLP (makemore's): (B, V) logits from hand-drawn batches. The rows
+    # are B samples of one token each, not one text of B tokens.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+chars = "abcdefgh"
+itos = {i: c for i, c in enumerate(chars)}
+data = torch.arange(8).repeat(8)
+model = nn.Sequential(nn.Embedding(8, 4), nn.Flatten(), nn.Linear(12, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    starts = torch.randint(0, len(data) - 3, (5,))
+    x = torch.stack([data[s:s + 3] for s in starts])
+    loss = nn.functional.cross_entropy(model(x), data[starts + 3])
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    pred = S.all_predictions(run)[0]
+    assert pred["kind"] == "tokens" and len(pred["samples"]) == 5
+    for row in pred["samples"]:
+        (said,), (wanted,) = row["predicted_ids"], row["target_ids"]
+        assert (row["predicted"], row["target"]) == ("abcdefgh"[said], "abcdefgh"[wanted])
+        assert row["accuracy"] == float(said == wanted)
+
+
 JOINT_PIPELINE = """
 import torch
 from torch.utils.data import DataLoader, Dataset

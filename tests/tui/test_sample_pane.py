@@ -4,6 +4,7 @@ images drawn in the terminal, and how the drawing method is chosen."""
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -253,6 +254,22 @@ async def test_predictions_from_nan_logits_say_so_instead_of_ranking_them(tmp_pa
         assert "NaN/Inf logits" in rows[1] and "%" not in rows[1] and "✗" not in rows[1]
         await press(pilot, "right_square_bracket")
         assert "NaN/Inf at 2" in screen_text(pilot.app)
+
+
+async def test_one_token_predictions_show_a_space_or_newline_as_a_mark(tmp_path):
+    rows = [{"predicted": p, "predicted_ids": [i], "target": t, "target_ids": [j], "accuracy": float(i == j)}
+            for p, i, t, j in ((" ", 0, "a", 1), ("b", 2, "\n", 3), ("c d", 4, "c d", 4))]
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_prediction(w, {"kind": "tokens", "tokenizer": "itos", "step": 1, "loss": "F.cross_entropy",
+                           "samples": rows})
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert re.search(r"0 +␣ +a +0%", text) and re.search(r"1 +b +⏎ +0%", text)
+        assert re.search(r"2 +c d +c d +100%", text)  # spaces inside a text stay spaces
 
 
 async def test_a_sample_of_a_split_names_its_index_in_the_full_dataset(tmp_path):

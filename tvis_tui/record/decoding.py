@@ -348,11 +348,13 @@ def _unflattened(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, decoder: Any | None,
              batch_size: int | None, ignore_index: int) -> dict[str, Any]:
-    """Tokens per sample: a flattened (B*T, V) is reshaped by the batch size of the step."""
+    """Tokens per sample: a flattened (B*T, V) is reshaped by the batch size of the step.
+    Other (N, V) logits are N samples of one token each (a next-character MLP, a recurrent
+    cell's loss at one time step): nothing says their rows are one text."""
     if x.dim() == 2 and batch_size and x.shape[0] % batch_size == 0:
         x = x.reshape(batch_size, -1, x.shape[-1])
     if x.dim() == 2:
-        x = x.unsqueeze(0)
+        x = x.unsqueeze(1)
     x = x.reshape(x.shape[0], -1, x.shape[-1])
     pred = x[:MAX_SAMPLES].argmax(-1)
     nonfinite = (~_finite_rows(x[:MAX_SAMPLES])).sum(-1).tolist()

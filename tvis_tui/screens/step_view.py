@@ -336,7 +336,9 @@ def _accuracy(row: dict[str, Any]) -> Text:
 
 
 def _text(decoded: str | None, ids: list[int] | None) -> Text:
-    """Decoded text as it reads (newlines shown as ⏎), else the ids."""
+    """Decoded text as it reads (newlines shown as ⏎, and spaces as ␣ where they are all
+    of it: a one-character prediction of a space would show as nothing), else the ids."""
     if decoded is not None:
-        return Text(decoded.replace("\n", "⏎"), no_wrap=True)
+        shown = decoded.replace(" ", "␣") if decoded.isspace() else decoded
+        return Text(shown.replace("\n", "⏎"), no_wrap=True)
     return Text(" ".join(map(str, ids or [])), style="dim", no_wrap=True)
