@@ -189,6 +189,58 @@ for i in range(3):
 
 
 @pytest.mark.parametrize("loop", [
+    "for i in range(len(opts)):\n        opts[i].step()\n        opts[i].zero_grad()",
+    "for name in by_name:\n        by_name[name].step()\n        by_name[name].zero_grad()",
+    "for i in range(2):\n        holder.opts[i].step()\n        holder.opts[i].zero_grad()",
+])
+def test_per_layer_optimizers_stepped_by_index_or_key_make_one_step(run_inprocess, loop):
+    code, run = run_inprocess(HEADER + f"""
+from types import SimpleNamespace
+model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+opts = [torch.optim.SGD(layer.parameters(), lr=0.1) for layer in model]
+by_name, holder = dict(zip("ab", opts)), SimpleNamespace(opts=opts)
+xs = [torch.randn(4, 2) for _ in range(3)]
+for i in range(3):
+    model(xs[i]).pow(2).mean().backward()
+    {loop}
+""", steps=2)
+    assert code == 0
+    assert _optimizer_names(run) == [["SGD", "SGD"]] * 2
+    assert all(s.complete for s in run.steps())
+
+
+@pytest.mark.parametrize("stepping", ["    for opt in opts:\n        opt.step()", "    step_all()"])
+def test_a_loop_over_the_optimizers_ends_the_step_at_the_iterations_head(run_inprocess, stepping):
+    # What follows the loop over the optimizers (a metric) reports on the step just taken,
+    # also while an optimizer made for later (a probe's) has not stepped yet.
+    code, run = run_inprocess(HEADER + f"""
+model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+opts = [torch.optim.SGD(layer.parameters(), lr=0.1) for layer in model]
+probe = nn.Linear(1, 1)
+probe_opt = torch.optim.SGD(probe.parameters(), lr=0.1)
+def step_all():
+    for opt in opts:
+        opt.step()
+def metric(loss):
+    return loss.item()
+for i in range(3):
+    for opt in opts:
+        opt.zero_grad()
+    loss = model(torch.randn(4, 2)).pow(2).mean()
+    loss.backward()
+{stepping}
+    metric(loss)
+for i in range(2):
+    probe_opt.zero_grad(); probe(torch.randn(4, 1)).pow(2).mean().backward(); probe_opt.step()
+""")
+    assert code == 0
+    tops = [[c.name for c in run.calls(s.first_seq, s.last_seq) if c.depth == 0 and c.kind != "function"
+             or c.name == "metric"] for s in run.steps()]
+    per_layer = ["Sequential", "backward", "SGD", "SGD", "metric"]
+    assert tops == [per_layer] * 3 + [["Linear", "backward", "SGD"]] * 2
+
+
+@pytest.mark.parametrize("loop", [
     "for m, opt in zip(models, opts):\n        update(m, opt)",
     "for agent in agents:\n        update(agent.model, agent.optimizer)",
 ])

@@ -17,9 +17,11 @@ when the DataLoader iterator that fed it draws again, or a new backward() begins
 
 Known limits: a loop in C between the step and the user's loop (`map(train_step, ...)`)
 leaves no frame, so the loop around it is taken, and the step ends at the next backward()
-or batch instead. The loop is the innermost one around the call: when that is an inner
-loop of the iteration (`for opt in optimizers: opt.step()`, a generator that yields after the
-step), the step ends at that loop's head, and calls after it go to the next step. With
+or batch instead. The loop is the innermost one around the call, unless it goes over the
+optimizers (`for opt in optimizers: opt.step()`, `rebinds`): then the loop around that one
+(`enclosing_loop`). When the innermost is some other inner loop of the iteration (a
+generator that yields after the step), the step ends at that loop's head, and calls after
+it go to the next step. With
 `--steps N`, a `while` loop whose body starts with `try:` is stopped at that line's NOP,
 which no handler of the frame covers: the `finally` and `with` exits around the loop do
 not run (raising a line later would hand tvis's stop to the body's own `except:`).
@@ -105,11 +107,57 @@ def rebinds(frame: FrameType, loop: tuple[int, int], optimizer: Any) -> bool:
     """Whether the `for` loop goes over optimizers: its target holds `optimizer`, in a
     list, tuple or dict, or as an attribute of what it holds, two deep (`for opt in
     optimizers:`, `for model, opt in members:`, `for agent in agents:` with
-    `agent.policy.optimizer`). A critic's `for _ in range(k):` does not; nor a loop over
-    indices (`opts[i].step()`): each optimizer's step is a step of its own there."""
-    return any(_holds((frame.f_globals if op == "STORE_GLOBAL" else frame.f_locals).get(name),
-                      optimizer, depth=2)
-               for op, name in _target_names(frame.f_code, loop[0]))
+    `agent.policy.optimizer`); or its body indexes a list, tuple or dict with the target
+    and finds `optimizer` there (`for i in range(len(opts)): opts[i].step()`,
+    `self.optimizers[name]`). A critic's `for _ in range(k):` does neither."""
+    targets = _target_names(frame.f_code, loop[0])
+    if any(_holds(_bound(frame, op, name), optimizer, depth=2) for op, name in targets):
+        return True
+    names = {name: op for op, name in targets}
+    return any(_item(_container(frame, path), _bound(frame, names[key], key)) is optimizer
+               for path, key in _subscripts(frame.f_code, *loop) if key in names)
+
+
+def _bound(frame: FrameType, op: str, name: str) -> Any:
+    return (frame.f_globals if op == "STORE_GLOBAL" else frame.f_locals).get(name)
+
+
+def _container(frame: FrameType, path: tuple[str, ...]) -> Any:
+    """What a name and its attributes (`self.optimizers`) hold, read as _holds reads."""
+    value = frame.f_locals.get(path[0], frame.f_globals.get(path[0]))
+    for attribute in path[1:]:
+        value = own_attributes(value).get(attribute)
+    return value
+
+
+def _item(container: Any, key: Any) -> Any:
+    kind = type(container)
+    if (kind is list or kind is tuple) and type(key) is int and -len(container) <= key < len(container):
+        return container[key]
+    if kind is dict:
+        return dict.get(container, key) if type(key) in (int, str) else None
+    return None
+
+
+_LOADS = ("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF")
+
+
+@lru_cache(maxsize=256)
+def _subscripts(code: CodeType, first: int, last: int) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """(container path, index name) of each `name[.attr...][index]` in the loop's body:
+    the loads just before a BINARY_SUBSCR."""
+    found = set()
+    ins = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for k, op in enumerate(ins):
+        if op.opname != "BINARY_SUBSCR" or not first <= op.offset <= last or k < 2:
+            continue
+        index, path, j = ins[k - 1], [], k - 2
+        while j >= 0 and ins[j].opname == "LOAD_ATTR":
+            path.insert(0, ins[j].argval)
+            j -= 1
+        if index.opname in _LOADS and j >= 0 and ins[j].opname in _LOADS:
+            found.add(((ins[j].argval, *path), index.argval))
+    return tuple(sorted(found))
 
 
 _STORES = ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL")
@@ -196,6 +244,21 @@ def own_attributes(value: Any) -> dict[str, Any]:
     except Exception:
         return {}
     return attributes if type(attributes) is dict else {}
+
+
+def enclosing_loop(frame: FrameType, loop: tuple[int, int], loops: Loops
+                   ) -> tuple[FrameType, tuple[int, int]] | None:
+    """The loop around `loop` (the iteration, where `loop` goes over the optimizers): the
+    innermost one of `frame` that spans it, else the caller's as `loop_head` finds it
+    (`update_all()` stepping them, called from the training loop); None past user code."""
+    spans = loops(frame.f_code) or ()
+    around = [s for s in spans if s != loop and s[0] <= loop[0] and loop[1] <= s[1]]
+    if around:
+        return frame, min(around, key=lambda span: span[1] - span[0])
+    caller = frame.f_back
+    if caller is None or loops(caller.f_code) is None:
+        return None
+    return loop_head(caller, loops)
 
 
 def loop_head(frame: FrameType | None, loops: Loops) -> tuple[FrameType, tuple[int, int]] | None:

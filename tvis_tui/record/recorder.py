@@ -35,7 +35,7 @@ from tvis_tui.record.data import DataCapture
 from tvis_tui.record.fast_path import FastPath
 from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
-from tvis_tui.record.loop_head import LoopHead, loop_head, rebinds
+from tvis_tui.record.loop_head import LoopHead, enclosing_loop, loop_head, rebinds
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
 from tvis_tui.record.names import ModuleNames
@@ -310,19 +310,27 @@ class Recorder:
         if text is not None:
             self.writer.put_source(path, text)
 
-    def _watch_loop_head(self, reached: Callable[[], None], waiting_after: Any = None) -> LoopHead | None:
+    def _watch_loop_head(self, reached: Callable[[], None], stepped: Any = None,
+                         incomplete: bool = False) -> LoopHead | None:
         """Call `reached`, as tvis's own work, when the loop around this step comes back to
         its head (loop_head.py); None where no loop of user code holds the step.
-        `waiting_after`: the optimizer that just stepped, others still waiting (steps.py's
-        iteration rule): not where the loop goes over the optimizers, nor on an exception."""
+        `stepped`: the optimizer that stepped last. Where the loop goes over the optimizers
+        (`for opt in opts:`), the iteration is the loop around that one. `incomplete`:
+        others are still waiting (steps.py's iteration rule): not watched where no loop is
+        around a loop over the optimizers (they step in its next passes), nor on an
+        exception."""
         if not self.functions.live:
             return None  # no trace function: a frame's line tracer would never be called
         found = self._step_loop(sys._getframe())
         if found is None:
             return None
-        incomplete = waiting_after is not None
-        if incomplete and rebinds(*found, waiting_after):
-            return None
+        if stepped is not None and rebinds(*found, stepped):
+            around = enclosing_loop(*found, self.functions.loops)
+            if around is None and incomplete:
+                return None
+            if around is not None:
+                found = around
+                self.functions.step_loops.add((found[0].f_code, found[1]))
         # After the last step asked for, the script stops right at the loop's head, before
         # any code of the next iteration runs (raised from the trace callback, in its frame).
         return LoopHead(*found, lambda: self._guard(reached), self._stop_if_done, on_error=not incomplete)

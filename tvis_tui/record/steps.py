@@ -22,10 +22,11 @@ The rule, in order:
    step ends when the loop around the step that left some optimizer waiting comes back to
    its head, as a complete one does; each such pass of the loop is a step of its own. Not
    where that loop goes over the optimizers themselves (`for opt in optimizers:`, an
-   ensemble's `for model, opt in members:`, `for agent in agents: agent.update()`): the
-   others step in its next passes, and the step ends once they all have (a loop over
-   indices, `opts[i].step()`, is not seen as one: there each optimizer's step is a step).
-   Nor where an exception leaves the loop: that step is unfinished.
+   ensemble's `for model, opt in members:`, `for agent in agents: agent.update()`,
+   `opts[i].step()` in `for i in range(len(opts)):`): the others step in its next passes,
+   and the iteration is the loop around it; its head ends the step, complete or not
+   (an optimizer made for later, a probe's, does not step in it). Nor where an exception
+   leaves the loop: that step is unfinished.
 3. Repeat rule. If an optimizer is about to step a second time in the current step (no
    loop of user code watched, or a created optimizer that never steps), the step ends just
    before that call.
@@ -75,9 +76,10 @@ class StepTracker:
         # tvis's time on this thread so far (CallLog.overhead_so_far sets it).
         self.overhead_clock: Callable[[], int] = lambda: 0
         # Watches for the next iteration and calls its first argument then (the recorder
-        # sets it); returns something with cancel(), or None when it cannot watch. With an
-        # optimizer as second argument the step is incomplete, that one the last to step.
-        self.next_iteration: Callable[[Callable[[], None], Any], Any] | None = None
+        # sets it); returns something with cancel(), or None when it cannot watch. The
+        # second argument is the optimizer that stepped last (None after a backward), the
+        # third whether the step is incomplete (others still waiting).
+        self.next_iteration: Callable[[Callable[[], None], Any, bool], Any] | None = None
         self._iteration_watcher: Any = None  # of an incomplete step (the iteration rule)
         self.pending: tuple[str, Any] | None = None  # a complete step's rule and watcher (or None)
         self.tentative = False  # the pending step may yet see an optimizer step (_complete)
@@ -176,11 +178,11 @@ class StepTracker:
         waiting = [o for o in live if id(o) not in self._stepped and not self._replaced(o)]
         if not waiting or self._covered(live, waiting):
             # Tentatively where some never stepped: one may still step in this iteration.
-            self._complete("optimizer", tentative=bool(waiting))
+            self._complete("optimizer", tentative=bool(waiting), optimizer=optimizer)
             return True
         if self.next_iteration is not None:
             self._cancel_watcher()
-            self._iteration_watcher = self.next_iteration(self._end_iteration, optimizer)
+            self._iteration_watcher = self.next_iteration(self._end_iteration, optimizer, True)
         return False
 
     def _end_iteration(self) -> None:
@@ -215,14 +217,15 @@ class StepTracker:
             return True
         return False
 
-    def _complete(self, rule: str, tentative: bool = False) -> None:
+    def _complete(self, rule: str, tentative: bool = False, optimizer: Any = None) -> None:
         """The step is complete: it ends when its iteration does, or now. It is pending
         from here on, so that a Ctrl-C landing inside `end()` leaves it for `finish()` to
         end again, complete, rather than as an unfinished step. A `tentative` one is not
         ended by a new backward() (an optimizer not yet seen stepping may be on its way)."""
         self._cancel_watcher()  # an optimizer first seen after the step was complete
         self.pending = (rule, None)
-        watcher = self.next_iteration(self.end_pending, None) if self.next_iteration is not None else None
+        watcher = (self.next_iteration(self.end_pending, optimizer, False)
+                   if self.next_iteration is not None else None)
         if watcher is None:
             self.end_pending()
         else:
