@@ -805,6 +805,68 @@ for i in range(8):
         assert step.loss == pytest.approx(sum(micro), rel=1e-12)
 
 
+def test_step_loss_leaves_out_losses_whose_gradients_were_zeroed_before_a_step(run_inprocess, capsys):
+    # A pass skipped after a non-finite loss joins the next step; SAM's first pass is
+    # dropped by zero_grad() (the optimizer's or the module's) before the perturbed one is
+    # stepped.
+    code, run = run_inprocess(HEADER + """
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.randn(4, 3)
+for i in range(3):
+    loss = net(x).pow(2).mean() * (float("inf") if i == 1 else 1.0)
+    opt.zero_grad(); loss.backward()
+    if not torch.isfinite(loss):
+        continue
+    opt.step(); print(repr(loss.item()))
+for zero in ("opt.zero_grad()", "net.zero_grad()"):
+    net(x).pow(2).mean().backward()
+    eval(zero)
+    perturbed = net(x + 0.1).pow(2).mean(); perturbed.backward(); opt.step(); opt.zero_grad()
+    print(repr(perturbed.item()))
+""")
+    assert code == 0
+    printed = [float(v) for v in capsys.readouterr().out.split()]
+    steps = run.steps()
+    assert [s.loss for s in steps] == printed
+    assert steps[1].extra["losses"][1:] == [printed[1]]
+    assert [s.extra.get("losses_not_applied") for s in steps] == [None, [0], [0], [0]]
+
+
+def test_step_loss_keeps_the_losses_of_each_optimizers_own_gradients(run_inprocess, capsys):
+    # G's zero_grad() between D's step and G's backward does not drop D's loss.
+    code, run = run_inprocess(HEADER + """
+d, g = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_d, opt_g = torch.optim.SGD(d.parameters(), lr=0.1), torch.optim.SGD(g.parameters(), lr=0.1)
+for i in range(2):
+    opt_d.zero_grad(); ld = d(g(torch.randn(4, 2)).detach()).mean(); ld.backward(); opt_d.step()
+    opt_g.zero_grad(); lg = -d(g(torch.randn(4, 2))).mean(); lg.backward(); opt_g.step()
+    print(repr(ld.item()), repr(lg.item()))
+""")
+    assert code == 0
+    printed = [[float(v) for v in line.split()] for line in capsys.readouterr().out.splitlines()]
+    steps = run.steps()
+    assert [s.extra["losses"] for s in steps] == printed
+    assert [s.loss for s in steps] == [pytest.approx(sum(p), rel=1e-12) for p in printed]
+    assert not any("losses_not_applied" in s.extra for s in steps)
+
+
+def test_several_losses_backward_at_once_are_the_steps_loss(run_inprocess, capsys):
+    code, run = run_inprocess(HEADER + """
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+out = net(torch.randn(4, 3))
+l1, l2 = out.pow(2).mean(), out.abs().mean()
+torch.autograd.backward([l1, l2])
+opt.step()
+print(repr(l1.item()), repr(l2.item()))
+""")
+    assert code == 0
+    l1, l2 = map(float, capsys.readouterr().out.split())
+    (step,) = run.steps()
+    assert step.extra["losses"] == [l1, l2] and step.loss == pytest.approx(l1 + l2, rel=1e-12)
+
+
 def test_lbfgs_step_loss_is_what_step_returned_and_checkpoint_recompute_is_no_error(run_inprocess, capsys):
     code, run = run_inprocess(HEADER + """
 from torch.utils.checkpoint import checkpoint

@@ -181,6 +181,8 @@ class Recorder:
         self._wrap(torch.autograd, "grad", self._autograd_grad)
         self._wrap(dataloader_module._BaseDataLoaderIter, "__next__", self._next_batch)
         self._wrap(torch.optim.Optimizer, "__init__", self._optimizer_init)
+        self._wrap(torch.optim.Optimizer, "zero_grad", self._zero_grad)
+        self._wrap(torch.nn.Module, "zero_grad", self._zero_grad)
         for name in LOSS_FUNCTIONS:
             if hasattr(F, name):
                 self._wrap(F, name, functools.partial(self._loss_function, f"F.{name}"))
@@ -560,12 +562,29 @@ class Recorder:
         call = self.log.open(kind="backward", name=name, type_="backward", phase="backward",
                              owner=id(tensors), call_site=self.sites.call_site(frame),
                              def_site=None, inputs=leaves(loss, "loss"))
-        if trains and not nested and isinstance(loss, torch.Tensor) and loss.numel() == 1 and not loss.is_meta:
+        # Several losses at once (`torch.autograd.backward([l1, l2])`) are the step's each.
+        losses = loss if isinstance(loss, (tuple, list)) else (loss,)
+        if trains and not nested and all(isinstance(t, torch.Tensor) and t.numel() == 1 and not t.is_meta
+                                         for t in losses):
             scaled = self._scaled
-            unscaled = scaled[1] if scaled is not None and scaled[0]() is loss else loss
             closure = any(c.record.kind == "optimizer" for c in self.log.stack)
-            self.steps.add_loss(float(unscaled.detach()), in_closure=closure)
+            for one in losses:
+                unscaled = scaled[1] if scaled is not None and scaled[0]() is one else one
+                self.steps.add_loss(float(unscaled.detach()), in_closure=closure)
         return call
+
+    def _zero_grad(self, original: Callable[..., Any], owner: Any, *args: Any, **kwargs: Any) -> Any:
+        """An optimizer's or a module's zero_grad(): the losses whose gradients it drops."""
+        result = original(owner, *args, **kwargs)
+        if self._active():
+            self._guard(self._zeroed, owner)
+        return result
+
+    def _zeroed(self, owner: Any) -> None:
+        if isinstance(owner, torch.nn.Module):
+            self.steps.zeroed({id(p) for p in owner.parameters()})
+        else:
+            self.steps.zeroed({id(p) for group in owner.param_groups for p in group["params"]})
 
     def _autograd_grad(self, original: Callable[..., Any], outputs: Any, inputs: Any, *args: Any,
                        **kwargs: Any) -> Any:

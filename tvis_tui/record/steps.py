@@ -91,6 +91,10 @@ class StepTracker:
         self._last = 0
         self._losses: list[float] = []
         self._closure_losses = 0
+        # Per optimizer (id), how many losses the step had when its gradients were last
+        # zeroed; and the losses whose gradients an optimizer step then applied.
+        self._zeroed_at: dict[int, int] = {}
+        self._applied: set[int] = set()
         self._extra: dict[str, Any] = {}  # what other parts of the recorder add (note_extra)
         self._sources: set[int] = set()  # ids of the DataLoader iterators that fed this step
         self._phase_ns = dict.fromkeys(PHASES, 0)
@@ -132,6 +136,15 @@ class StepTracker:
             if in_closure:
                 self._closure_losses += 1
 
+    def zeroed(self, params: set[int]) -> None:
+        """The gradients of `params` (ids) were zeroed (`zero_grad()`): the losses so far
+        reach no optimizer over them (a pass skipped after a non-finite loss, SAM's first
+        pass) unless it stepped before."""
+        with self._lock:
+            for optimizer in list(self.optimizers):
+                if _parameter_ids(optimizer) & params:
+                    self._zeroed_at[id(optimizer)] = len(self._losses)
+
     def note_batch(self, source: int) -> None:
         """A batch was drawn from the DataLoader iterator `source` in this step. Once the
         step is complete, batches feed an evaluation, not the step: the second of them
@@ -172,6 +185,8 @@ class StepTracker:
         `step()` (None: not known)."""
         self._memory.see_optimizer(optimizer)  # its state exists from its first step on
         self._stepped.add(id(optimizer))
+        with self._lock:
+            self._applied.update(range(self._zeroed_at.get(id(optimizer), 0), len(self._losses)))
         self.steps_taken += 1
         self._last_step[optimizer] = (self.steps_taken, site)
         live = list(self.optimizers)
@@ -270,9 +285,12 @@ class StepTracker:
             extra["tvis_overhead_phase_ns"] = self._phase_overhead
         if len(self._losses) > 1:
             extra["losses"] = self._losses
+        unapplied = [i for i in range(len(self._losses)) if i not in self._applied] if self._applied else []
+        if unapplied:
+            extra["losses_not_applied"] = unapplied
         record = StepRecord(
             step=self.step, first_seq=self._first or 0, last_seq=self._last,
-            loss=_step_loss(self._losses, self._closure_losses), rule=rule,
+            loss=_step_loss(self._losses, self._closure_losses, unapplied), rule=rule,
             phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
         if self._gpu_events:
             self._writer.defer(put_timed_step, record, self._gpu_events)
@@ -304,14 +322,17 @@ def _parameter_ids(optimizer: Any) -> set[int]:
     return {id(p) for group in getattr(optimizer, "param_groups", ()) for p in group.get("params", ())}
 
 
-def _step_loss(losses: list[float], in_closure: int) -> float | None:
+def _step_loss(losses: list[float], in_closure: int, unapplied: list[int]) -> float | None:
     """The loss whose gradients the step applied: the sum of what backward() was called on
-    (micro-batches of gradient accumulation, several objectives). When backward() ran in
-    the optimizer's closure, the closure's first evaluation, which is what `step()` returns
-    (LBFGS's later evaluations belong to its line search). Each is kept in extra["losses"]
-    when there are more than one."""
+    (micro-batches of gradient accumulation, several objectives), less those whose
+    gradients were zeroed before any optimizer step applied them, or that came after
+    (`unapplied`: a pass skipped after a non-finite loss, SAM's first pass). When backward()
+    ran in the optimizer's closure, the closure's first evaluation, which is what `step()`
+    returns (LBFGS's later evaluations belong to its line search). Each is kept in
+    extra["losses"] when there are more than one, the unapplied ones' indices in
+    extra["losses_not_applied"]."""
     if not losses:
         return None
     if in_closure:
         return losses[len(losses) - in_closure]
-    return sum(losses)
+    return sum(v for i, v in enumerate(losses) if i not in unapplied)
