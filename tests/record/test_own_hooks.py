@@ -41,6 +41,37 @@ model(torch.randn(3, 4)).sum().backward()
     assert _out(run, first, "grad") is not None
 
 
+def test_inputs_are_what_the_caller_passed_when_a_pre_hook_replaces_them(run_inprocess):
+    # A pre-hook with kwargs replaces positional and keyword inputs alike; both are
+    # recorded as the caller passed them (the forward's own calls show what it got).
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+    def forward(self, x, scale=1.0, bias=None):
+        return self.lin(x) * scale + bias
+
+def pre(module, args, kwargs):
+    return (args[0] + 10,), {"scale": 0.5, "bias": kwargs["bias"] + 100}
+
+block = Scaled()
+block.register_forward_pre_hook(pre, with_kwargs=True)
+block(torch.zeros(2, 4), scale=2.0, bias=torch.zeros(2, 4)).sum().backward()
+""", capture=NO_LINES)
+    assert code == 0
+    (call,) = _calls(run, "Scaled")
+    inputs = {s.path: s for s in run.slots(call.seq, "input")}
+    assert set(inputs) == {"args[0]", "kwargs['scale']", "kwargs['bias']"}
+    assert inputs["args[0]"].stats.max == 0.0 and inputs["kwargs['bias']"].stats.max == 0.0
+    assert inputs["kwargs['scale']"].repr == "2.0"
+    (inner,) = _calls(run, "lin")
+    assert run.slots(inner.seq, "input")[0].stats.min == 10.0  # what forward got
+
+
 def test_a_hook_registered_between_calls_and_a_recursive_call_are_closed_after_it(run_inprocess, capsys):
     code, run = run_inprocess("""
 import copy

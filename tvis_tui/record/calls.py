@@ -75,6 +75,7 @@ class OpenCall:
     started_ns: int = 0
     overhead_at_start: int = 0
     inputs: int = 0  # input slots written at open; keyword inputs are numbered after them
+    kwargs_at_open: bool = False  # keyword inputs were among them (a pre-hook may replace them)
     # A user function (record/functions.py): a step's phase times count the calls inside
     # it, not it, so a `train_step()` wrapping them does not hide the phases.
     transparent: bool = False

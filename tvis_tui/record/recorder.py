@@ -391,9 +391,14 @@ class Recorder:
         opaque = _opaque_kind(module)
         if opaque is not None:
             self.warn(f"{opaque}: the calls inside it were not recorded (its own inputs and outputs were)")
+        inputs = leaves(args, "args")
+        kwargs = _passed_kwargs(module, running)
+        if kwargs is not None:
+            inputs = itertools.chain(inputs, leaves(kwargs, "kwargs"))
         call = self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
-                             inputs=leaves(args, "args"), root=root, criterion=criterion, frame=running)
+                             inputs=inputs, root=root, criterion=criterion, frame=running)
+        call.kwargs_at_open = kwargs is not None
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()
         self._after_own_hooks.enter(module, call)
@@ -439,7 +444,7 @@ class Recorder:
             if unrecorded and unrecorded[-1][0] == id(module):
                 unrecorded.pop()
             return
-        if kwargs:
+        if kwargs and not call.kwargs_at_open:
             self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
         outputs = list(leaves(result, "out")) if error is None else []
         if _stops_recomputation(error):  # torch ending a checkpoint's recompute early
@@ -759,3 +764,14 @@ def _stops_recomputation(error: BaseException | None) -> bool:
     tensors it needs, by raising this through the modules it ran: not a failure."""
     return type(error).__name__ == "_StopRecomputationError" and \
         type(error).__module__ == "torch.utils.checkpoint"
+
+
+def _passed_kwargs(module: torch.nn.Module, running: FrameType | None) -> dict[str, Any] | None:
+    """The keyword arguments the caller passed, where a pre-hook of the module's own may
+    replace them before forward (`with_kwargs=True`): read from the call's frame, as the
+    global pre-hook (tvis's) runs before it. Keyword inputs are otherwise read after the
+    hooks, from the global forward hook; positional ones are the caller's either way."""
+    if not module._forward_pre_hooks_with_kwargs or running is None:
+        return None
+    kwargs = running.f_locals.get("kwargs")
+    return kwargs if type(kwargs) is dict else None
