@@ -670,6 +670,8 @@ for _ in range(2):
     calls = run.calls(second.first_seq, second.last_seq)
     assert [c.kind for c in calls] == ["module", "backward", "optimizer"]
     assert calls[0].type.endswith(("ScriptModule", "TracedModule"))
+    # The class the script wrote, not torch's wrapper (#2 after trace ran `net` itself).
+    assert calls[0].name == ("Sequential" if "script" in make else "Sequential#2")
     assert [s.shape for s in run.slots(calls[0].seq, "output")] == [(2, 1)]
 
 

@@ -55,7 +55,7 @@ class ModuleNames:
 
     def _new_root_name(self, root: torch.nn.Module, caller: FrameType | None) -> str:
         self._roots[id(root)] = root
-        name = type(root).__name__
+        name = class_name(root)
         if next(root.parameters(), None) is not None:
             variable = script_name(root, caller)
             if variable is not None and variable not in self._root_names.values():
@@ -159,6 +159,16 @@ def compiled_from(module: torch.nn.Module) -> torch.nn.Module:
         if isinstance(inner, torch.nn.Module):
             return inner
     return module
+
+
+def class_name(module: torch.nn.Module) -> str:
+    """The class the script wrote: a TorchScript module's (`torch.jit.script` or `trace`)
+    is the model it was made from (`Net`, not `RecursiveScriptModule`)."""
+    if isinstance(module, torch.jit.ScriptModule):
+        original = getattr(module, "original_name", None)
+        if isinstance(original, str) and original:
+            return original
+    return type(module).__name__
 
 
 def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:

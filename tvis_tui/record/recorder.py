@@ -38,7 +38,7 @@ from tvis_tui.record.gradients import ActivationGrads
 from tvis_tui.record.loop_head import LoopHead, enclosing_loop, loop_head, rebinds
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
-from tvis_tui.record.names import ModuleNames
+from tvis_tui.record.names import ModuleNames, class_name
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.own_hooks import AfterOwnHooks
 from tvis_tui.record import forks, per_sample_loss, warning_sites
@@ -73,7 +73,7 @@ def _opaque_kind(module: torch.nn.Module) -> str | None:
     """What hides the calls inside `module` from module hooks, if anything (not a
     torch.compile'd one: the call to torch.compile warned already)."""
     if isinstance(module, torch.jit.ScriptModule):
-        return f"{getattr(module, 'original_name', type(module).__name__)} is TorchScript (torch.jit)"
+        return f"{class_name(module)} is TorchScript (torch.jit)"
     return None
 
 
