@@ -356,6 +356,28 @@ for _ in range(2):
     assert [s.path for s in run.slots(_steps(run)[0].seq, "update")] == ["student.0.weight", "student.0.bias"]
 
 
+def test_members_of_a_module_list_or_dict_are_named_by_the_container(run_inprocess):
+    # The container is never called: each member is a root, named as in its state_dict.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+blocks = nn.ModuleList([nn.Linear(3, 3), nn.Linear(3, 3)])
+heads = nn.ModuleDict({"cls": nn.Linear(3, 2)})
+opt = torch.optim.SGD([*blocks.parameters(), *heads.parameters()], lr=0.1)
+for step in range(2):
+    h = torch.randn(4, 3)
+    for block in blocks:
+        h = block(h)
+    opt.zero_grad(); heads["cls"](h).sum().backward(); opt.step()
+""")
+    assert code == 0
+    roots = [c.name for c in run.calls(1, run.call_count()) if c.depth == 0 and c.kind == "module"]
+    assert roots == ["blocks.0", "blocks.1", "heads.cls"] * 2
+    assert [s.path for s in run.slots(_steps(run)[0].seq, "update")] == [
+        "blocks.0.weight", "blocks.0.bias", "blocks.1.weight", "blocks.1.bias", "heads.cls.weight", "heads.cls.bias"]
+
+
 def test_a_model_made_anew_after_the_old_one_is_gone_keeps_its_name(run_inprocess):
     code, run = run_inprocess("""
 import gc

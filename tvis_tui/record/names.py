@@ -183,10 +183,23 @@ def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
              if n not in passing and n != "self" and not n.startswith("_")}
     name = next((n for n, v in scope.items() if v is root), None)
     if name is None:
-        return None
+        return _member_name(root, scope)
     same_class = {id(v) for v in scope.values()
                   if type(v) is type(root) and next(v.parameters(), None) is not None}
     return name if len(same_class) > 1 else None
+
+
+def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
+    """`blocks.0` for a member of a ModuleList or ModuleDict the script holds: such a
+    container is never called itself, so its members are roots, and their names and
+    their parameters' follow the container's state_dict (`blocks.0.lin.weight`)."""
+    for name, value in scope.items():
+        if type(value) in (torch.nn.ModuleList, torch.nn.ModuleDict):
+            members = own_attributes(value).get("_modules") or {}
+            key = next((k for k, member in members.items() if member is root), None)
+            if key is not None:
+                return f"{name}.{key}"
+    return None
 
 
 def _scope(frame: FrameType) -> dict[str, Any]:
