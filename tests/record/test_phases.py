@@ -182,8 +182,8 @@ for _ in range(2):
     runs = [c for c in calls if c.step == 2 and c.kind == "function"]
     assert [(c.phase, c.name) for c in runs] == [("forward", "run"), ("no_grad", "run")]
     top = [(c.phase, c.name) for c in calls if c.parent in {r.seq for r in runs} and c.kind == "module"]
-    assert top == [("forward", "Linear"), ("forward", "Linear#2"), ("forward", "Linear#3"),
-                   ("no_grad", "Linear"), ("no_grad", "Linear#2"), ("no_grad", "Linear#3")]
+    assert top == [("forward", "blocks.0"), ("forward", "blocks.1"), ("forward", "Linear"),
+                   ("no_grad", "blocks.0"), ("no_grad", "blocks.1"), ("no_grad", "Linear")]
 
 
 def test_a_criterion_inside_a_model_evaluated_under_no_grad_is_no_grad(run_inprocess):
@@ -291,3 +291,25 @@ for it in range(2):
 """, capture=CaptureOptions(lines=False))
     assert code == 0
     assert not [c for c in run.calls(1, run.call_count()) if c.name in ("ema_avg", "reset")]
+
+
+def test_a_loss_module_of_the_scripts_own_is_the_loss_phase(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class FocalLoss(nn.Module):  # not a torch _Loss: its name, and no parameters, say what it is
+    def forward(self, logits, target):
+        ce = nn.functional.cross_entropy(logits, target, reduction="none")
+        return ((1 - torch.exp(-ce)) ** 2 * ce).mean()
+
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+FocalLoss()(model(torch.randn(6, 4)), torch.randint(3, (6,))).backward()
+opt.step()
+""", capture=CaptureOptions(lines=False))
+    assert code == 0
+    phases = [(c.name, c.phase) for c in run.calls(1, run.call_count()) if c.kind != "backward"]
+    assert phases == [("Linear", "forward"), ("FocalLoss", "loss"), ("F.cross_entropy", "loss"),
+                      ("SGD", "optimizer")]
+    assert run.steps()[0].phase_ns["loss"] > 0

@@ -387,7 +387,7 @@ class Recorder:
             return
         self.modules_recorded = True
         criterion = isinstance(module, _Loss)
-        phase = call_phase(stack, "loss" if criterion else None)
+        phase = call_phase(stack, "loss" if criterion or _own_loss(module) else None)
         opaque = _opaque_kind(module)
         if opaque is not None:
             self.warn(f"{opaque}: the calls inside it were not recorded (its own inputs and outputs were)")
@@ -764,6 +764,12 @@ def _stops_recomputation(error: BaseException | None) -> bool:
     tensors it needs, by raising this through the modules it ran: not a failure."""
     return type(error).__name__ == "_StopRecomputationError" and \
         type(error).__module__ == "torch.utils.checkpoint"
+
+
+def _own_loss(module: torch.nn.Module) -> bool:
+    """A loss module of the script's own (FocalLoss, DiceLoss: an nn.Module, not a _Loss):
+    named so and without parameters (a model that returns its loss, `ModelWithLoss`, has)."""
+    return type(module).__name__.endswith("Loss") and next(module.parameters(), None) is None
 
 
 def _passed_kwargs(module: torch.nn.Module, running: FrameType | None) -> dict[str, Any] | None:
