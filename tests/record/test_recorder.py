@@ -891,6 +891,7 @@ for step in range(2):
     steps = run.steps()
     assert [s.loss for s in steps] == pytest.approx(returned, rel=1e-6)
     assert len(steps[0].extra["losses"]) > 1  # the line search's evaluations, kept beside it
+    assert "losses_not_applied" not in steps[0].extra  # each evaluation zeroes the gradients
     calls = _calls(run)
     assert not [c for c in calls if c.error]
     assert any(c.extra.get("recompute_stopped") for c in calls)

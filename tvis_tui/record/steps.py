@@ -285,7 +285,10 @@ class StepTracker:
             extra["tvis_overhead_phase_ns"] = self._phase_overhead
         if len(self._losses) > 1:
             extra["losses"] = self._losses
-        unapplied = [i for i in range(len(self._losses)) if i not in self._applied] if self._applied else []
+        # A closure's evaluations (LBFGS's line search) each zero the gradients: the step's
+        # loss is its first, by its own rule.
+        unapplied = ([i for i in range(len(self._losses)) if i not in self._applied]
+                     if self._applied and not self._closure_losses else [])
         if unapplied:
             extra["losses_not_applied"] = unapplied
         record = StepRecord(
