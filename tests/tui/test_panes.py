@@ -6,6 +6,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 from conftest import CALLS_PER_STEP, MODEL, MODEL_SRC, TRAIN, _meta, line_of, tensor_slot, write_step
 from pilot import opened, press, settle, until
@@ -591,17 +592,22 @@ async def test_source_pane_measures_wide_characters_in_cells(tmp_path):
         assert drawn.index("完") > drawn.index("▶") + 8  # scrolled just far enough: code still shows
 
 
-async def test_the_step_view_says_when_a_step_made_no_update(tmp_path):
+@pytest.mark.parametrize("loss, extra, title", [
+    (59.87, {"optimizer_step_skipped": "GradScaler: inf/NaN gradients"},
+     "step 1  loss 59.87  no update: GradScaler: inf/NaN gradients"),
+    (2.16, {"losses": [2.09, 2.16], "losses_not_applied": [0]},
+     "step 1  loss 2.16 (of 2 backward losses, 1 not applied: gradients zeroed before the step)"),
+])
+async def test_the_step_view_says_what_the_steps_loss_did_not_do(tmp_path, loss, extra, title):
     with RunWriter(tmp_path / "run") as w:
         _meta(w, TRAIN, "2026-12-01T10:00:00")
         write_step(w, 1, np.random.default_rng(0))
-        w.put_step(StepRecord(step=1, first_seq=1, last_seq=CALLS_PER_STEP, loss=59.87,
-                              phase_ns={"forward": 9000}, peak_bytes=3 << 20,
-                              extra={"wall_ns": 9000, "optimizer_step_skipped": "GradScaler: inf/NaN gradients"}))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=CALLS_PER_STEP, loss=loss,
+                              phase_ns={"forward": 9000}, peak_bytes=3 << 20, extra={"wall_ns": 9000, **extra}))
         w.close(status="ok", steps_recorded=1)
     async with opened(tmp_path / "run", 2) as pilot:
         await press(pilot, "p")
-        assert "step 1  loss 59.87  no update: GradScaler: inf/NaN gradients" in screen_text(pilot.app)
+        assert title in screen_text(pilot.app)
 
 
 async def test_a_folder_read_that_returns_after_the_list_is_gone_is_dropped(runs_dir):

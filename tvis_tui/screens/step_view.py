@@ -101,6 +101,10 @@ class StepScreen(Screen[None]):
         title = Text(f"step {step}", style="bold")
         if this is not None and this.loss is not None:
             title.append(f"  loss {number(this.loss)}")
+            left_out = this.extra.get("losses_not_applied")
+            if left_out:  # the script's printed loss may be one of these (SAM's first pass)
+                title.append(f" (of {len(this.extra.get('losses', ()))} backward losses, "
+                             f"{len(left_out)} not applied: gradients zeroed before the step)", style="dim")
         if this is None or not this.complete:
             title.append("  unfinished", style="dim italic")
         elif this.extra.get("optimizer_step_skipped"):
