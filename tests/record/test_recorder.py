@@ -835,6 +835,27 @@ for zero in ("opt.zero_grad()", "net.zero_grad()"):
     assert [s.extra.get("losses_not_applied") for s in steps] == [None, [0], [0], [0]]
 
 
+def test_zeroing_part_of_an_optimizers_parameters_keeps_the_earlier_loss(run_inprocess, capsys):
+    # head.zero_grad() drops loss1's gradients on the head only: its gradients on the
+    # encoder are still applied, so it stays in the step's loss.
+    code, run = run_inprocess(HEADER + """
+enc, head = nn.Linear(2, 2), nn.Linear(2, 1)
+model = nn.Sequential(enc, head)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(4, 2)
+opt.zero_grad()
+loss1 = model(x).pow(2).mean(); loss1.backward()
+head.zero_grad()
+loss2 = enc(x).pow(2).mean(); loss2.backward()
+opt.step()
+print(repr(loss1.item()), repr(loss2.item()))
+""")
+    assert code == 0
+    l1, l2 = map(float, capsys.readouterr().out.split())
+    (step,) = run.steps()
+    assert step.loss == pytest.approx(l1 + l2, rel=1e-12) and "losses_not_applied" not in step.extra
+
+
 def test_step_loss_keeps_the_losses_of_each_optimizers_own_gradients(run_inprocess, capsys):
     # G's zero_grad() between D's step and G's backward does not drop D's loss.
     code, run = run_inprocess(HEADER + """

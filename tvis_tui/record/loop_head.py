@@ -30,6 +30,7 @@ not run (raising a line later would hand tvis's stop to the body's own `except:`
 from __future__ import annotations
 
 import dis
+import re
 from functools import lru_cache
 from types import CodeType, FrameType
 from weakref import CallableProxyType, ProxyType, ReferenceType
@@ -145,18 +146,18 @@ _LOADS = ("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF")
 @lru_cache(maxsize=256)
 def _subscripts(code: CodeType, first: int, last: int) -> tuple[tuple[tuple[str, ...], str], ...]:
     """(container path, index name) of each `name[.attr...][index]` in the loop's body:
-    the loads just before a BINARY_SUBSCR."""
+    the loads just before a subscript."""
     found = set()
-    ins = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
-    for k, op in enumerate(ins):
-        if op.opname != "BINARY_SUBSCR" or not first <= op.offset <= last or k < 2:
+    ins = _instructions(code)
+    for k, (opname, _, offset) in enumerate(ins):
+        if opname != "BINARY_SUBSCR" or not first <= offset <= last or k < 2:
             continue
         index, path, j = ins[k - 1], [], k - 2
-        while j >= 0 and ins[j].opname == "LOAD_ATTR":
-            path.insert(0, ins[j].argval)
+        while j >= 0 and ins[j][0] == "LOAD_ATTR":
+            path.insert(0, ins[j][1])
             j -= 1
-        if index.opname in _LOADS and j >= 0 and ins[j].opname in _LOADS:
-            found.add(((ins[j].argval, *path), index.argval))
+        if index[0] in _LOADS and j >= 0 and ins[j][0] in _LOADS:
+            found.add(((ins[j][1], *path), index[1]))
     return tuple(sorted(found))
 
 
@@ -168,16 +169,18 @@ _STORES = ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL")
 def _target_names(code: CodeType, head: int) -> tuple[tuple[str, str], ...]:
     """(store opcode, name) of what the `for` loop whose FOR_ITER is at `head` binds."""
     names: list[tuple[str, str]] = []
-    instructions = iter(dis.get_instructions(code))
-    for ins in instructions:
-        if ins.offset == head:
+    instructions = iter(_instructions(code))
+    for opname, _, offset in instructions:
+        if offset == head:
             break
-    if ins.offset != head or ins.opname != "FOR_ITER":
+    else:
         return ()
-    for ins in instructions:
-        if ins.opname.startswith("STORE_"):
-            names.append((ins.opname, ins.argval))
-        elif ins.opname not in ("UNPACK_SEQUENCE", "UNPACK_EX", "CACHE"):
+    if opname != "FOR_ITER":
+        return ()
+    for opname, argval, _ in instructions:
+        if opname.startswith("STORE_"):
+            names.append((opname, argval))
+        elif opname not in ("UNPACK_SEQUENCE", "UNPACK_EX"):
             break
     return tuple(n for n in names if n[0] in _STORES)
 
@@ -185,8 +188,32 @@ def _target_names(code: CodeType, head: int) -> tuple[tuple[str, str], ...]:
 @lru_cache(maxsize=256)
 def _bound_names(code: CodeType, first: int, last: int) -> tuple[tuple[str, str], ...]:
     """(store opcode, name) of every name bound between bytecode offsets first and last."""
-    return tuple({(ins.opname, ins.argval) for ins in dis.get_instructions(code)
-                  if first <= ins.offset <= last and ins.opname in _STORES})
+    return tuple({(opname, argval) for opname, argval, offset in _instructions(code)
+                  if first <= offset <= last and opname in _STORES})
+
+
+_PAIR = re.compile(r"^(.+?)_((?:LOAD|STORE)_.+)$")
+
+
+@lru_cache(maxsize=256)
+def _instructions(code: CodeType) -> tuple[tuple[str, Any, int], ...]:
+    """(opname, argval, offset) of `code`'s instructions, in the forms these readers know
+    across Python versions: 3.13's pairs (`LOAD_FAST_LOAD_FAST`, `STORE_FAST_STORE_FAST`)
+    as two, 3.14's `LOAD_FAST_BORROW` as LOAD_FAST and its subscript (`BINARY_OP []`) as
+    BINARY_SUBSCR."""
+    out: list[tuple[str, Any, int]] = []
+    for ins in dis.get_instructions(code):
+        pair = _PAIR.match(ins.opname)
+        if pair and isinstance(ins.argval, tuple) and len(ins.argval) == 2:
+            parts = list(zip(pair.groups(), ins.argval))
+        elif ins.opname == "BINARY_OP" and ins.argrepr == "[]":
+            parts = [("BINARY_SUBSCR", None)]
+        elif ins.opname == "CACHE":
+            continue
+        else:
+            parts = [(ins.opname, ins.argval)]
+        out += [("LOAD_FAST" if op.startswith("LOAD_FAST") else op, arg, ins.offset) for op, arg in parts]
+    return tuple(out)
 
 
 @lru_cache(maxsize=256)

@@ -138,11 +138,12 @@ class StepTracker:
 
     def zeroed(self, params: set[int]) -> None:
         """The gradients of `params` (ids) were zeroed (`zero_grad()`): the losses so far
-        reach no optimizer over them (a pass skipped after a non-finite loss, SAM's first
-        pass) unless it stepped before."""
+        reach no optimizer all of whose parameters these are (a pass skipped after a
+        non-finite loss, SAM's first pass) unless it stepped before. Zeroing a part (a
+        head's) leaves the earlier losses' gradients on the rest to be applied."""
         with self._lock:
             for optimizer in list(self.optimizers):
-                if _parameter_ids(optimizer) & params:
+                if _parameter_ids(optimizer) <= params:
                     self._zeroed_at[id(optimizer)] = len(self._losses)
 
     def note_batch(self, source: int) -> None:
