@@ -103,15 +103,42 @@ for i in range(1000):
     assert est.facts.accumulation == 1
 
 
-def test_every_trained_model_and_each_optimizers_state_is_counted(script):
-    est = estimate(script("gan"))
+@pytest.mark.parametrize("params", [
+    None,  # the script as it is: Adam(G.parameters()), Adam(D.parameters())
+    "filter(lambda p: p.requires_grad, {}.parameters())",
+    "itertools.chain({}.parameters())",
+])
+def test_every_trained_model_and_each_optimizers_state_is_counted(script, write, params):
+    path = script("gan")
+    if params is not None:
+        source = open(path).read().replace("import torch\n", "import itertools\nimport torch\n", 1)
+        for name in "GD":
+            source = source.replace(f"Adam({name}.parameters()", "Adam(" + params.format(name))
+        path = write("gan.py", source)
+    est = estimate(path)
     g = (128 * 1024 + 1024) + (1024 * 3072 + 3072)
     d = (3072 * 1024 + 1024) + (1024 + 1)
     assert est.breakdown["parameters"] == (g + d) * 4
     assert est.breakdown["optimizer_state"] == 2 * (g + d) * 4  # Adam: two moments each
-    assert est.read[:2] == [f"model Sequential: {g:,} parameters (line 10)",
-                            f"parameters outside the model stepped by Adam (line 13): {d:,}"]
-    assert "optimizers Adam (line 12), Adam (line 13)" in est.read
+    shift = params is not None  # the import added
+    assert est.read[:2] == [f"model Sequential: {g:,} parameters (line {10 + shift})",
+                            f"parameters outside the model stepped by Adam (line {13 + shift}): {d:,}"]
+    assert f"optimizers Adam (line {12 + shift}), Adam (line {13 + shift})" in est.read
+
+
+def test_a_model_trained_before_and_replaced_is_not_resident_beside_the_next(write):
+    # Each model trains in a loop of its own: the first one's optimizer holds nothing by
+    # the time the second trains.
+    loop = """
+opt = torch.optim.Adam(model.parameters())
+for step in range(100):
+    loss = model(torch.randn(32, 512)).square().mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+    make = "model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))"
+    once = estimate(write("once.py", f"import torch\nfrom torch import nn\n{make}{loop}"))
+    twice = estimate(write("twice.py", f"import torch\nfrom torch import nn\n{make}{loop}{make}{loop}"))
+    assert twice.breakdown == once.breakdown
 
 
 BODY, HEAD = 512 * 1024 + 1024, 1024 * 10 + 10
@@ -144,6 +171,12 @@ for x in range(10):
      2 * (512 * 1024 + HEAD) * 4),
     # Unreadable parameters: the optimizer is taken to step the whole model.
     ("opts = [torch.optim.Adam(params_from_somewhere())]", 2 * (BODY + HEAD) * 4),
+    # A group added later steps with the rest; an unreadable one makes it unread.
+    ("opts = [torch.optim.Adam(model[2].parameters())]; opts[0].add_param_group({'params': model[0].parameters()})",
+     2 * (BODY + HEAD) * 4),
+    ("opts = [torch.optim.Adam(model[2].parameters())]; opts[0].add_param_group({'params': more()})",
+     2 * (BODY + HEAD) * 4),
+    ("opts = [torch.optim.Adam(filter(lambda p: p.requires_grad, model[0].parameters()))]", 2 * BODY * 4),
 ])
 def test_optimizer_state_covers_what_each_optimizer_steps(write, optimizers, state):
     est = estimate(write("split.py", _split(optimizers)))

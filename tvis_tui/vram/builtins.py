@@ -13,6 +13,9 @@ _PURE = {
     "enumerate": lambda x, start=0: list(enumerate(x, start)), "zip": lambda *a: list(zip(*a)),
     "range": range, "divmod": divmod, "pow": pow, "any": any, "all": all,
     "map": lambda f, *xs: UNKNOWN, "iter": lambda x: x,
+    # `filter(lambda p: p.requires_grad, model.parameters())`: every item is kept, the
+    # predicate not followed (frozen parameters get no gradient or state anyway).
+    "filter": lambda f, xs: list(xs) if isinstance(xs, (list, tuple)) else UNKNOWN,
 }
 
 

@@ -126,7 +126,7 @@ def _params(facts: Facts, settings: Settings) -> list[Param]:
         dtype = settings.dtype if settings.dtype in ("float16", "bfloat16") else "float32"
         return [Param((settings.params,), dtype)]
     found = {id(p): p for p in (model.params() if model is not None else [])}
-    for opt in facts.optimizers:
+    for opt in facts.trained_optimizers():
         for p in opt.params:
             found.setdefault(id(p), p)
     return list(found.values())
@@ -140,13 +140,14 @@ def _optimizer_state(facts: Facts, settings: Settings, trainable: list[Param]) -
     ids, claimed = {id(p) for p in trainable}, set()
     shares: list[tuple[Optimizer | None, list[Param]]] = []
     readable = settings.params is None  # --params stands for the model, not for an optimizer's
-    for opt in facts.optimizers if readable else ():
+    optimizers = facts.trained_optimizers()
+    for opt in optimizers if readable else ():
         mine = [p for p in opt.params if id(p) in ids and id(p) not in claimed]
         claimed.update(id(p) for p in mine)
         if opt.params:
             shares.append((opt, mine))
     rest = [p for p in trainable if id(p) not in claimed]
-    unread = next((o for o in facts.optimizers if not (readable and o.params)), None)
+    unread = next((o for o in optimizers if not (readable and o.params)), None)
     if rest and (unread is not None or not shares):
         shares.append((unread, rest))
     state = temp = 0

@@ -203,6 +203,19 @@ class Facts:
         self.optimizers.append(opt)
         return opt
 
+    def trained_optimizers(self) -> list[Optimizer]:
+        """The optimizers that train beside the model's own (the first over its
+        parameters): those whose `step()` ran in a training loop its step ran in (a GAN's
+        two). One that stepped only in a loop of its own (a model trained before, then
+        replaced) holds nothing by then. All of them where the own one's step was not read."""
+        if not self.optimizers:
+            return []
+        own = {id(p) for p in self.model.params()} if self.model is not None else set()
+        main = next((o for o in self.optimizers if own & {id(p) for p in o.params}), self.optimizers[0])
+        if not main.loops:
+            return list(self.optimizers)
+        return [o for o in self.optimizers if o is main or o.loops & main.loops]
+
     def on_sharding(self, kind: str, at: int) -> None:
         self.sharding, self.sharding_line = kind, at
 

@@ -77,6 +77,7 @@ class Interp:
         self.steps = 0
         self.depth = 0
         self.training_loops = 0
+        self.loop_stack: list[int] = []  # the training loops running now (node ids), outermost first
         self.scopes: list[Scope] = []
         self.deadline = time.monotonic() + MAX_SECONDS
         self.out_of_budget = False
@@ -204,26 +205,34 @@ class Interp:
         if trains:
             self.training_loops += 1
             self.facts.note_training_loop(node, scope, self)
-        for i, item in enumerate(items):
-            if i >= limit:
-                break
-            expr.assign(self, target, item, scope)
-            try:
-                self.exec_block(body, scope)
-            except Break:
-                break
-            except Continue:
-                continue
+            self.loop_stack.append(node.id)
+        try:
+            for i, item in enumerate(items):
+                if i >= limit:
+                    break
+                expr.assign(self, target, item, scope)
+                try:
+                    self.exec_block(body, scope)
+                except Break:
+                    break
+                except Continue:
+                    continue
+        finally:
+            if trains:
+                self.loop_stack.pop()
 
     def _s_while_statement(self, node: Node, scope: Scope) -> None:
         body = node.child_by_field_name("body")
         if contains_call(body, TRAINING_CALLS):
             self.training_loops += 1
             self.facts.note_training_loop(node, scope, self)
+            self.loop_stack.append(node.id)
             try:
                 self.exec_block(body, scope)
             except (Break, Continue):
                 pass
+            finally:
+                self.loop_stack.pop()
 
     def _s_with_statement(self, node: Node, scope: Scope) -> None:
         managers = []

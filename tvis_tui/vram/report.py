@@ -52,7 +52,7 @@ def _trained(facts: Facts) -> list[str]:
         own = [p for p in model.params() if not p.buffer]
         seen = {id(p) for p in own}
         out.append(f"model {model.kind}: {_count(own)} parameters{_at(model.line)}")
-    for opt in facts.optimizers:
+    for opt in facts.trained_optimizers():
         more = [p for p in opt.params if id(p) not in seen and not p.buffer]
         seen.update(id(p) for p in more)
         if more:

@@ -134,6 +134,8 @@ def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> An
         return kwargs.get("default", UNKNOWN)
     if name == "device":
         return args[0] if args else "cuda"
+    if name == "chain" and parts[0] == "itertools":
+        return [x for a in args for x in a] if all(isinstance(a, (list, tuple)) for a in args) else UNKNOWN
     return _NOT_MINE
 
 
@@ -210,6 +212,11 @@ def object_method(api: Any, native: Native, args: list, kwargs: dict, node: Node
     if isinstance(obj, Optimizer):
         if name == "step":
             api.facts.on_step(api.at(node))
+            obj.loops.update(api.interp.loop_stack)
+        elif name == "add_param_group":
+            added = api.facts.optimized([args[0]] if args else [])
+            # Unread, the optimizer's parameters are unread: it is taken to step the model.
+            obj.params = obj.params + added if added else ()
         elif name == "zero_grad":
             api.facts.on_zero_grad(kwargs.get("set_to_none", True), api.at(node))
         return None
@@ -238,6 +245,7 @@ def _instance_method(api: Any, obj: Instance, name: str, args: list, kwargs: dic
             return args[0] if args else UNKNOWN
         if name == "step" and args and isinstance(args[0], Optimizer):
             api.facts.on_step(api.at(node))
+            args[0].loops.update(api.interp.loop_stack)
         return None
     return Unknown(name)
 
