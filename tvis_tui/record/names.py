@@ -56,7 +56,11 @@ class ModuleNames:
     def _new_root_name(self, root: torch.nn.Module, caller: FrameType | None) -> str:
         self._roots[id(root)] = root
         name = class_name(root)
-        if next(root.parameters(), None) is not None:
+        first = next(root.parameters(), None)
+        made_from = self._made_from(root, name, first) if isinstance(root, torch.jit.ScriptModule) else None
+        if made_from is not None:  # torch.jit.trace ran the model itself first
+            name = made_from
+        elif first is not None:
             variable = script_name(root, caller)
             if variable is not None and variable not in self._root_names.values():
                 name = variable
@@ -65,6 +69,16 @@ class ModuleNames:
                 name = name if number == 1 else f"{name}#{number}"
         self._root_names[root] = name
         return name
+
+    def _made_from(self, scripted: torch.nn.Module, cls: str, first: Any) -> str | None:
+        """The name of the model a TorchScript module was made from, when that one was
+        called too: the two share their parameters, and one name fits both."""
+        if first is None:
+            return None
+        for root, name in list(self._root_names.items()):
+            if root is not scripted and class_name(root) == cls and next(root.parameters(), None) is first:
+                return name
+        return None
 
     def _number(self, cls: str, root: torch.nn.Module) -> int:
         """The lowest number no live root of this class holds: a model made anew for each
