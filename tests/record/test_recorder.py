@@ -808,17 +808,21 @@ for i in range(8):
         assert step.loss == pytest.approx(sum(micro), rel=1e-12)
 
 
-def test_step_loss_leaves_out_losses_whose_gradients_were_zeroed_before_a_step(run_inprocess, capsys):
-    # A pass skipped after a non-finite loss joins the next step; SAM's first pass is
+@pytest.mark.parametrize("zero", ["opt.zero_grad()", "net.zero_grad()",
+                                  "part.zero_grad(); net[1].zero_grad()"])
+def test_step_loss_leaves_out_losses_whose_gradients_were_zeroed_before_a_step(run_inprocess, capsys, zero):
+    # A pass skipped after a non-finite loss joins the next step (the gradients zeroed by
+    # the optimizer, the model, or its parts one after the other); SAM's first pass is
     # dropped by zero_grad() (the optimizer's or the module's) before the perturbed one is
     # stepped.
-    code, run = run_inprocess(HEADER + """
-net = nn.Linear(3, 1)
+    code, run = run_inprocess(HEADER + f"""
+part = nn.Linear(3, 2)
+net = nn.Sequential(part, nn.Linear(2, 1))
 opt = torch.optim.SGD(net.parameters(), lr=0.1)
 x = torch.randn(4, 3)
 for i in range(3):
     loss = net(x).pow(2).mean() * (float("inf") if i == 1 else 1.0)
-    opt.zero_grad(); loss.backward()
+    {zero}; loss.backward()
     if not torch.isfinite(loss):
         continue
     opt.step(); print(repr(loss.item()))

@@ -139,6 +139,12 @@ for step in range(100):
     once = estimate(write("once.py", f"import torch\nfrom torch import nn\n{make}{loop}"))
     twice = estimate(write("twice.py", f"import torch\nfrom torch import nn\n{make}{loop}{make}{loop}"))
     assert twice.breakdown == once.breakdown
+    # Folds, each trained by one helper: its loop is a new one each time it runs.
+    helper = "def train(model):" + loop.replace("\n", "\n    ")
+    folds = estimate(write("folds.py", f"import torch\nfrom torch import nn\n{helper}\n"
+                                       f"for fold in range(3):\n    {make}\n    train(model)\n"))
+    assert folds.breakdown == once.breakdown
+    assert sum(line.startswith("optimizer") for line in folds.read) == 1
 
 
 BODY, HEAD = 512 * 1024 + 1024, 1024 * 10 + 10

@@ -94,6 +94,7 @@ class StepTracker:
         # Per optimizer (id), how many losses the step had when its gradients were last
         # zeroed; and the losses whose gradients an optimizer step then applied.
         self._zeroed_at: dict[int, int] = {}
+        self._zeroed: set[int] = set()  # parameters zeroed since the last loss
         self._applied: set[int] = set()
         self._extra: dict[str, Any] = {}  # what other parts of the recorder add (note_extra)
         self._sources: set[int] = set()  # ids of the DataLoader iterators that fed this step
@@ -133,17 +134,20 @@ class StepTracker:
         closure (LBFGS evaluates it several times a step)."""
         with self._lock:
             self._losses.append(value)
+            self._zeroed = set()
             if in_closure:
                 self._closure_losses += 1
 
     def zeroed(self, params: set[int]) -> None:
         """The gradients of `params` (ids) were zeroed (`zero_grad()`): the losses so far
         reach no optimizer all of whose parameters these are (a pass skipped after a
-        non-finite loss, SAM's first pass) unless it stepped before. Zeroing a part (a
-        head's) leaves the earlier losses' gradients on the rest to be applied."""
+        non-finite loss, SAM's first pass) unless it stepped before. Parts zeroed one after
+        the other since the last backward add up; zeroing only a part (a head's) leaves
+        the earlier losses' gradients on the rest to be applied."""
         with self._lock:
+            self._zeroed |= params  # in parts too: `enc.zero_grad(); head.zero_grad()`
             for optimizer in list(self.optimizers):
-                if _parameter_ids(optimizer) <= params:
+                if _parameter_ids(optimizer) <= self._zeroed:
                     self._zeroed_at[id(optimizer)] = len(self._losses)
 
     def note_batch(self, source: int) -> None:

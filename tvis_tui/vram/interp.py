@@ -7,6 +7,7 @@ that train run once, other loops run up to a bound, and a step budget keeps it f
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -77,7 +78,10 @@ class Interp:
         self.steps = 0
         self.depth = 0
         self.training_loops = 0
-        self.loop_stack: list[int] = []  # the training loops running now (node ids), outermost first
+        # The training loops running now, outermost first, each by its entry: a loop in a
+        # helper called once per fold is a new one each time.
+        self.loop_stack: list[int] = []
+        self._loop_entries = itertools.count()
         self.scopes: list[Scope] = []
         self.deadline = time.monotonic() + MAX_SECONDS
         self.out_of_budget = False
@@ -205,7 +209,7 @@ class Interp:
         if trains:
             self.training_loops += 1
             self.facts.note_training_loop(node, scope, self)
-            self.loop_stack.append(node.id)
+            self.loop_stack.append(next(self._loop_entries))
         try:
             for i, item in enumerate(items):
                 if i >= limit:
@@ -226,7 +230,7 @@ class Interp:
         if contains_call(body, TRAINING_CALLS):
             self.training_loops += 1
             self.facts.note_training_loop(node, scope, self)
-            self.loop_stack.append(node.id)
+            self.loop_stack.append(next(self._loop_entries))
             try:
                 self.exec_block(body, scope)
             except (Break, Continue):

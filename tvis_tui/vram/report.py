@@ -22,9 +22,10 @@ def read_list(facts: Facts, params: list[Param], tape: Tape) -> list[str]:
     if facts.inputs and not facts.input_assumed:  # a made-up input is listed under assumed
         shapes = ", ".join("x".join(map(str, t.shape)) + f" {t.dtype}" for t in facts.inputs)
         out.append(f"batch {shapes}{_at(facts.forward_line)}")
-    if facts.optimizers:
-        named = ", ".join(f"{opt.kind}{_at(opt.line)}" for opt in facts.optimizers)
-        out.append(f"optimizer{'s' * (len(facts.optimizers) > 1)} {named}")
+    trained = facts.trained_optimizers()
+    if trained:
+        named = ", ".join(f"{opt.kind}{_at(opt.line)}" for opt in trained)
+        out.append(f"optimizer{'s' * (len(trained) > 1)} {named}")
     for label, value, line in (
         ("autocast", facts.autocast, facts.autocast_line),
         ("parameters in", facts.param_dtype, facts.param_dtype_line),

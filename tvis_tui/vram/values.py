@@ -171,9 +171,10 @@ class Optimizer:
     """The parameters it steps, where the script's argument could be read (a GAN's two
     optimizers, or two over parts of one model, each hold state for their own)."""
     loops: set[int] = field(default_factory=set)
-    """The training loops its `step()` ran in (their nodes' ids): optimizers that step in
-    one loop train together; one that stepped in an earlier loop only (a model trained
-    before, then dropped) is not resident beside them."""
+    """The training loops its `step()` ran in (each entry into one has its number):
+    optimizers that step in one loop train together; one that stepped in an earlier loop
+    only (a model trained before, then dropped; an earlier fold's) is not resident beside
+    them."""
 
 
 @dataclass(eq=False)
