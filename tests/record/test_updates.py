@@ -311,6 +311,7 @@ from torch import nn
 torch.manual_seed(0)
 encoder = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
 decoder = nn.Sequential(nn.Linear(4, 2))
+pair = nn.ModuleList([encoder, decoder])  # the script's own names still tell them apart
 opt = torch.optim.SGD([*encoder.parameters(), *decoder.parameters()], lr=0.1)
 for step in range(2):
     opt.zero_grad()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from types import FrameType
@@ -187,8 +188,8 @@ def class_name(module: torch.nn.Module) -> str:
 
 def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
     """The name the code calling `root` (`caller`, a frame of user code) gives it: its
-    place in a ModuleList or ModuleDict it sees (`blocks.0`); else its variable, where it
-    also sees another model of its class with parameters (a GAN's two `Sequential`s);
+    variable, where it also sees another model of its class with parameters (a GAN's two
+    `Sequential`s), else its place in a ModuleList or ModuleDict it sees (`blocks.0`);
     None where the class names it well."""
     if caller is None:
         return None
@@ -196,17 +197,17 @@ def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
     passing = bound_in_loops(caller.f_code)
     scope = {n: v for n, v in _scope(caller).items()
              if n not in passing and n != "self" and not n.startswith("_")}
-    # A container's member keeps its place in it, whatever other name holds it
-    # (`first = blocks[0]`, `run_block(block, x)`).
-    member = _member_name(root, scope)
-    if member is not None:
-        return member
     name = next((n for n, v in scope.items() if v is root), None)
-    if name is None:
-        return None
     same_class = {id(v) for v in scope.values()
                   if type(v) is type(root) and next(v.parameters(), None) is not None}
-    return name if len(same_class) > 1 else None
+    named = name if name is not None and len(same_class) > 1 else None
+    # The script's own name for a model (a module-level `G`, `self.teacher`) tells models
+    # of one class apart; a function's local (`run_block(block, x)`) does not, and a
+    # container's member keeps its place in it (`first = blocks[0]` too).
+    local = bool(caller.f_code.co_flags & inspect.CO_OPTIMIZED) and name in caller.f_code.co_varnames
+    if named is not None and not local:
+        return named
+    return _member_name(root, scope) or named
 
 
 def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
