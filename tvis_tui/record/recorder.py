@@ -582,14 +582,8 @@ class Recorder:
         """An optimizer's or a module's zero_grad(): the losses whose gradients it drops."""
         result = original(owner, *args, **kwargs)
         if self._active():
-            self._guard(self._zeroed, owner)
+            self._guard(self.steps.zeroed, owner)
         return result
-
-    def _zeroed(self, owner: Any) -> None:
-        if isinstance(owner, torch.nn.Module):
-            self.steps.zeroed({id(p) for p in owner.parameters()})
-        else:
-            self.steps.zeroed({id(p) for group in owner.param_groups for p in group["params"]})
 
     def _autograd_grad(self, original: Callable[..., Any], outputs: Any, inputs: Any, *args: Any,
                        **kwargs: Any) -> Any:

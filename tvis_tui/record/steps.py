@@ -54,6 +54,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+import torch
+
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.store.records import PHASES, StepRecord
 from tvis_tui.record.sink import WriterThread
@@ -138,14 +140,15 @@ class StepTracker:
             if in_closure:
                 self._closure_losses += 1
 
-    def zeroed(self, params: set[int]) -> None:
-        """The gradients of `params` (ids) were zeroed (`zero_grad()`): the losses so far
+    def zeroed(self, owner: Any) -> None:
+        """The gradients of `owner`'s parameters (an optimizer's or a module's) were zeroed
+        (`zero_grad()`): the losses so far
         reach no optimizer all of whose parameters these are (a pass skipped after a
         non-finite loss, SAM's first pass) unless it stepped before. Parts zeroed one after
         the other since the last backward add up; zeroing only a part (a head's) leaves
         the earlier losses' gradients on the rest to be applied."""
         with self._lock:
-            self._zeroed |= params  # in parts too: `enc.zero_grad(); head.zero_grad()`
+            self._zeroed |= _parameter_ids(owner)  # in parts too: `enc.zero_grad(); head.zero_grad()`
             for optimizer in list(self.optimizers):
                 if _parameter_ids(optimizer) <= self._zeroed:
                     self._zeroed_at[id(optimizer)] = len(self._losses)
@@ -326,8 +329,11 @@ class StepTracker:
         return "backward"
 
 
-def _parameter_ids(optimizer: Any) -> set[int]:
-    return {id(p) for group in getattr(optimizer, "param_groups", ()) for p in group.get("params", ())}
+def _parameter_ids(owner: Any) -> set[int]:
+    """The ids of the parameters an optimizer steps, or a module holds."""
+    if isinstance(owner, torch.nn.Module):
+        return {id(p) for p in owner.parameters()}
+    return {id(p) for group in getattr(owner, "param_groups", ()) for p in group.get("params", ())}
 
 
 def _step_loss(losses: list[float], in_closure: int, unapplied: list[int]) -> float | None:
