@@ -636,6 +636,22 @@ def test_a_binary_map_per_pixel_reads_as_two_classes_per_pixel():
     assert [row["correct"] for row in record["samples"]] == [True] * 4 + [False] + [True] * 3
 
 
+@pytest.mark.parametrize("width", [4, 5])  # as many columns as classes, and not
+def test_class_probabilities_per_pixel_are_read_along_the_class_dimension(width):
+    import torch
+
+    from tvis_tui.record import decoding
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 3, width)  # (N, C, H, W)
+    hard = torch.randint(0, 4, (2, 3, width))
+    soft = torch.nn.functional.one_hot(hard, 4).permute(0, 3, 1, 2).float()  # (N, C, H, W)
+    record = decoding.predictions(logits, soft, None, None, None, -100, decoding.TokenizerCopies())
+    rows = record["samples"]
+    assert [row["target_index"] for row in rows] == hard.reshape(-1)[:len(rows)].tolist()
+    assert [row["correct"] for row in rows] == (logits.argmax(1) == hard).reshape(-1)[:len(rows)].tolist()
+
+
 def test_every_label_said_is_kept_however_many():
     import torch
 

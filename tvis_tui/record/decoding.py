@@ -217,9 +217,11 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         return None
     with torch.no_grad():
         x = logits.detach()
+        t = target.detach() if isinstance(target, torch.Tensor) else None
         if x.dim() > 2:  # (N, C, d1, ...) -> (N, d1, ..., C)
             x = x.movedim(1, -1)
-        t = target.detach() if isinstance(target, torch.Tensor) else None
+            if t is not None and t.is_floating_point() and t.shape == logits.shape:
+                t = t.movedim(1, -1)  # class probabilities per position, laid out as the logits
         if tokenizer is not None and fits_logits(tokenizer, x.shape[-1]):
             decoder = copies.of(tokenizer)
             return _as_text(_unflattened(logits, x), t, tokenizer, decoder, batch_size, ignore_index)
