@@ -116,6 +116,40 @@ def test_samples_of_a_random_split_keep_their_stages_and_the_index_beneath(run_i
     assert batch["transforms"] == []
 
 
+def test_samples_of_a_split_of_a_batched_fetch_dataset_keep_the_index_beneath(run_inprocess):
+    # A dataset with its own __getitems__ (as Hugging Face datasets have) is fetched a batch
+    # at a time through the split: each sample still says which item of it it is.
+    code, run = run_inprocess("""
+import torch
+from torch.utils.data import DataLoader, Dataset, random_split
+
+class Table(Dataset):
+    def __len__(self): return 20
+    def __getitem__(self, i): return torch.full((3,), float(i)), i
+    def __getitems__(self, idxs): return [self[i] for i in idxs]
+
+train, _ = random_split(Table(), [12, 8], generator=torch.Generator().manual_seed(1))
+model = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, i in DataLoader(train, batch_size=4):
+    model(x).sum().backward(); opt.step(); opt.zero_grad()
+    print(i.tolist())
+""", steps=1)
+    assert code == 0
+    batch = S.batches(run)[0]
+    expected = _split_indices(12, 8)[:4]  # DataLoader's sampler goes in order
+    assert [s["base_index"] for s in S.samples(run, batch["seq"])] == expected
+
+
+def _split_indices(first: int, second: int) -> list[int]:
+    """The indices random_split's first part takes, with the test script's generator."""
+    import torch
+    from torch.utils.data import random_split
+
+    return list(random_split(range(first + second), [first, second],
+                             generator=torch.Generator().manual_seed(1))[0].indices)
+
+
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_worker_samples_are_as_complete(run_inprocess, context):
     """Spawned workers are fresh interpreters: tvis is installed there as they start."""

@@ -126,10 +126,7 @@ class _DatasetProxy:
         self._dataset, self._capture = dataset, capture
 
     def __getitem__(self, index: Any) -> Any:
-        sample = self._capture.begin_sample(index)
-        beneath = _index_beneath(self._dataset, index)
-        if beneath is not None:
-            sample["base_index"] = beneath
+        sample = self._begin_sample(index)
         try:
             item = self._dataset[index]
         finally:
@@ -137,6 +134,13 @@ class _DatasetProxy:
         if self._capture.detailed(sample):
             sample["item"] = self._capture.describe(item)
         return item
+
+    def _begin_sample(self, index: Any) -> dict[str, Any]:
+        sample = self._capture.begin_sample(index)
+        beneath = _index_beneath(self._dataset, index)
+        if beneath is not None:
+            sample["base_index"] = beneath
+        return sample
 
     def __getattr__(self, name: str) -> Any:
         if name == "__getitems__" and _subsets_of_single_items(self._dataset):
@@ -152,7 +156,7 @@ class _DatasetProxy:
         def getitems_observed(indices: Any) -> Any:
             items = getitems(indices)
             for index, item in zip(indices, items):
-                sample = self._capture.begin_sample(index)
+                sample = self._begin_sample(index)
                 if self._capture.detailed(sample):
                     sample["item"] = self._capture.describe(item)
             self._capture.sample = None
