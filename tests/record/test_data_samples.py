@@ -670,6 +670,24 @@ def test_a_binary_map_per_pixel_reads_as_two_classes_per_pixel():
     assert [row["correct"] for row in record["samples"]] == [True] * 4 + [False] + [True] * 3
 
 
+def test_class_names_of_another_count_name_no_class_of_this_head():
+    import torch
+
+    from tvis_tui.record import decoding
+
+    cifar = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    rotations = decoding.predictions(torch.randn(4, 4), torch.arange(4), cifar, None, None, -100,
+                                     decoding.TokenizerCopies())
+    assert rotations["names"] is False
+    assert [row["target"] for row in rotations["samples"]] == ["0", "1", "2", "3"]
+    tags = decoding.label_predictions(torch.randn(2, 5), torch.tensor([[1.0, 0, 0, 1, 0]] * 2),
+                                      ["fake", "real"], probabilities=False)
+    assert tags["names"] is False and tags["samples"][0]["target"] == "0, 3"
+    named = decoding.predictions(torch.randn(3, 10), torch.arange(3), cifar, None, None, -100,
+                                 decoding.TokenizerCopies())
+    assert [row["target"] for row in named["samples"]] == ["airplane", "automobile", "bird"]
+
+
 @pytest.mark.parametrize("width", [4, 5])  # as many columns as classes, and not
 def test_class_probabilities_per_pixel_are_read_along_the_class_dimension(width):
     import torch

@@ -6,7 +6,8 @@ earlier one was a metric on detached logits (data.py), the logits and targets ar
 never written. The vocabulary comes from what the script itself has: class names from the
 dataset (`classes`, `class_to_idx`, `id2label`, also on a dataset it wraps), the model's
 `config.id2label`, or a variable of the script (`classes`, `class_names`, `id2label`,
-...); a tokenizer from the script's variables or the one it used last. When the tokenizer's
+...), used where there is one name for each class; a tokenizer from the script's
+variables or the one it used last. When the tokenizer's
 vocabulary matches the number of logits (or they are it padded to a round size), predictions
 are decoded as text, else as classes.
 Text is decoded by a private copy of the tokenizer (`TokenizerCopies`): the script's own
@@ -225,7 +226,7 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
         if tokenizer is not None and fits_logits(tokenizer, x.shape[-1]):
             decoder = copies.of(tokenizer)
             return _as_text(_unflattened(logits, x), t, tokenizer, decoder, batch_size, ignore_index)
-        record = _as_classes(x.reshape(-1, x.shape[-1]), t, names, ignore_index)
+        record = _as_classes(x.reshape(-1, x.shape[-1]), t, _fitting(names, x.shape[-1]), ignore_index)
         record["leading"] = _leading(logits, x)
         return record
 
@@ -248,10 +249,9 @@ def label_predictions(scores: Any, target: Any, names: list[str] | None, probabi
             p = p.reshape(-1)
             wanted = None if t is None else (t.reshape(-1) >= 0.5).long()
             # As two classes' log-probabilities: their softmax gives back 1 - p and p.
-            two = names if names is not None and len(names) == 2 else None
-            record = _as_classes(torch.stack([1 - p, p], -1).log(), wanted, two)
+            record = _as_classes(torch.stack([1 - p, p], -1).log(), wanted, _fitting(names, 2))
         else:
-            record = _as_labels(p, None if t is None else t.reshape(p.shape), names)
+            record = _as_labels(p, None if t is None else t.reshape(p.shape), _fitting(names, p.shape[-1]))
         record["leading"] = int(scores.shape[0])
         return record
 
@@ -278,6 +278,13 @@ def _as_labels(p: torch.Tensor, t: torch.Tensor | None, names: list[str] | None)
         rows.append(entry)
     return {"kind": "labels", "names": names is not None, "classes": p.shape[-1], "rows": p.shape[0],
             "samples": rows}
+
+
+def _fitting(names: list[str] | None, classes: int) -> list[str] | None:
+    """`names` where there is one for each class. Names of another count belong to
+    another head (a dataset's ten classes beside a 4-way rotation pretext head): naming
+    some classes of this one by them would read as authoritative and be wrong."""
+    return names if names is not None and len(names) == classes else None
 
 
 def _labeler(names: list[str] | None) -> Callable[[int], str]:
