@@ -29,7 +29,7 @@ CASES = [
     (["1"], 20, 14), (["2"], 14, 15), (["3"], 14, 24), (["4"], 14, 25), (["5"], 14, 26),
     (["exclamation_mark"], 1, 36),
     (["t"], 3, 4), (["ctrl+f10"], 4, 16), (["T"], 17, 16),
-    (["g", *"30", "enter"], 1, 30), (["colon", *"7", "enter"], 1, 7), (["g", *"abc", "enter"], 5, 5),
+    (["g", *"30", "enter"], 1, 30), (["colon", *"7", "enter"], 1, 7), (["g", *"abc", "enter"], 5, 5), (["g", "²", "enter"], 5, 5),
     (["g", *"999", "enter"], 5, 5), (["g", "escape"], 5, 5),
     (["slash", *"head", "enter"], 1, 10), (["slash", *"head", "enter", "semicolon"], 1, 23),
     (["slash", *"head", "enter", "semicolon", "comma"], 1, 10), (["slash", *"blocks.1.fc", "enter"], 20, 22),

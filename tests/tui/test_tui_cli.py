@@ -80,6 +80,14 @@ def test_call_on_a_run_without_calls_says_it_has_none(tmp_path, capsys, no_termi
     assert err.endswith("has no calls\n") and "1 to 0" not in err
 
 
+def test_a_failed_app_exits_non_zero(healthy_run, monkeypatch):
+    # Textual prints the traceback as the app ends; the shell must see the failure too.
+    def fails(self, *args, **kwargs):
+        self._return_code = 1
+    monkeypatch.setattr(TvisApp, "run", fails)
+    assert main(["tui", str(healthy_run), "--images", "halfcell"]) == 1
+
+
 def test_key_reference_doc_matches_the_bindings():
     doc = (ROOT / "docs" / "tui-keys.md").read_text()
     assert doc == key_reference_markdown(), "run: python -m tvis_tui.screens.help > docs/tui-keys.md"

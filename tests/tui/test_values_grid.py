@@ -23,7 +23,8 @@ WIDE_INTS = np.array([[2**63 - 1, -(2**31), -(2**63), 1, 2, 3]] * 2 + [[7] * 6],
 TALL = np.arange(40 * 20, dtype=np.int64).reshape(40, 20)
 FLOATS = np.arange(5 * 30, dtype=np.float64).reshape(5, 30) * 1.5
 CUBE = np.arange(6 * 3 * 4, dtype=np.int64).reshape(6, 3, 4)
-TENSORS = {"wide_ints": WIDE_INTS, "tall": TALL, "floats": FLOATS, "cube": CUBE}
+EMPTY = np.zeros((0, 3, 0), dtype=np.float32)
+TENSORS = {"wide_ints": WIDE_INTS, "tall": TALL, "floats": FLOATS, "cube": CUBE, "empty": EMPTY}
 
 
 class GridApp(App):
@@ -145,3 +146,10 @@ async def test_no_value_is_cut_at_the_right_edge(width):
     header, row = lines[0].split(), lines[1].split()
     assert row[0] == "0" and set(row[1:]) == {"-1.927e-05"}
     assert len(row) == len(header) + 1
+
+
+
+async def test_a_tensor_with_no_values_says_so_and_keys_do_nothing(reader):
+    # (0, 3, 0): the first matrix's index (0,) would be past the end of the size-0 dimension.
+    lines = await opened_values(reader, "empty", "plus", "minus", *typed("0"))
+    assert "no values: a tensor of shape [0, 3, 0] holds none" in lines[0]

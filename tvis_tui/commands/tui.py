@@ -24,5 +24,5 @@ def main(args: argparse.Namespace) -> int:
     app = make_app(args.path, start=args.call)
     choose(args.images or default_method())  # asks the terminal: before Textual owns it
     app.run()
-    return 0
+    return app.return_code or 0  # 1 when the app failed (Textual printed why)
 

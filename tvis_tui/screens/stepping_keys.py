@@ -107,7 +107,7 @@ class SteppingActions:
             if text is None:
                 return
             value = text.strip().lstrip("#").replace(",", "").replace("_", "")
-            if not value.isdigit() or not 1 <= int(value) <= self.stepper.total:
+            if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= self.stepper.total:
                 self.app.notify(f"not a call number: {text!r} (1 to {self.stepper.total:,})",  # type: ignore[attr-defined]
                                 severity="error", markup=False)
                 return

@@ -54,6 +54,10 @@ class ValuesScreen(Screen):
         if array is None:
             self.query_one("#values-title", Static).update(Text("values were not stored", style="bold red"))
             return
+        if array.size == 0:  # nothing to index or slice: a size-0 dimension holds no values
+            self.query_one("#values-title", Static).update(
+                Text(f"no values: a tensor of shape {shape(array.shape)} holds none", style="bold"))
+            return
         self.array = array
         self._draw()
 
