@@ -17,6 +17,8 @@ import pytest
 from pilot import opened, press
 from screen_text import screen_text
 
+from tvis_tui.store import RunWriter
+
 CASES = [
     # keys, start, expected seq
     (["s"], 1, 2), (["f11"], 1, 2), (["S"], 2, 1),
@@ -98,6 +100,44 @@ async def test_refresh_shows_calls_committed_after_opening(tmp_path):
             assert "call 20 of 26" in screen_text(pilot.app)
     finally:
         writer.communicate("go\n", timeout=30)
+
+
+async def test_refresh_of_a_run_opened_before_its_first_call_shows_call_1(tmp_path):
+    code = textwrap.dedent(f"""
+        import os, socket, sys
+        import numpy as np
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from conftest import write_step
+        from tvis_tui.store import RunWriter
+        w = RunWriter({str(tmp_path / "live")!r})
+        w.put_meta(script="train.py", started_at="2026-12-03T00:00:00", status="running",
+                   pid=os.getpid(), host=socket.gethostname())  # still recording
+        w.flush()
+        print("opened", flush=True)
+        sys.stdin.readline()
+        write_step(w, 1, np.random.default_rng(0))
+        w.close(status="ok")
+        print("step", flush=True)
+    """)
+    writer = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "opened"
+        async with opened(tmp_path / "live") as pilot:
+            assert "live: no calls recorded yet (ctrl+r reloads)" in screen_text(pilot.app)
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline().strip() == "step"
+            await press(pilot, "ctrl+r")
+            assert "call 1 of 13" in screen_text(pilot.app)
+    finally:
+        writer.communicate("", timeout=30)
+
+
+async def test_a_run_that_ended_without_calls_does_not_say_it_is_recording(tmp_path):
+    with RunWriter(tmp_path / "empty") as w:
+        w.put_meta(script="train.py", status="crashed")
+    async with opened(tmp_path / "empty") as pilot:
+        assert "empty: crashed, no calls were recorded" in screen_text(pilot.app)
 
 
 async def test_failing_call_is_marked_in_the_tree(crashed_run):

@@ -82,7 +82,9 @@ class DebuggerScreen(SteppingActions, Screen):
         self.query_one(Inspector).border_title = "inspector"
         self.query_one(CallTree).focus()
         if self.stepper.total == 0:
-            self.query_one(StatusLine).update(f"{self.reader.path.name}: no calls recorded yet (ctrl+r reloads)")
+            self.query_one(StatusLine).update(f"{self.reader.path.name}: " + (
+                "no calls recorded yet (ctrl+r reloads)" if self.status == "running"
+                else f"{self.status}, no calls were recorded"))
             return
         self.open_at_start()
 
@@ -254,10 +256,15 @@ class DebuggerScreen(SteppingActions, Screen):
         self.rows.reload()
         self.meta = self.reader.meta()
         self.status = run_status(self.meta)
-        message = self.loader.load(max(1, min(self.seq, self.stepper.total)))
+        target = max(1, min(self.seq, self.stepper.total))
+        self.app.call_from_thread(self.notify, f"reloaded: {self.stepper.total:,} calls", timeout=2)
+        if target != self.seq and self.stepper.total:
+            # Opened before its first call (seq 0): going to call 1 loads it, as a move does.
+            self.app.call_from_thread(setattr, self, "seq", target)
+            return
+        message = self.loader.load(target)
         if message is not None:
             self.post_message(message)
-        self.app.call_from_thread(self.notify, f"reloaded: {self.stepper.total:,} calls", timeout=2)
 
     def _damaged(self, message: str) -> None:
         self.action_close()
