@@ -7,10 +7,11 @@ Seqs in the fixture run (13 calls a step): step 1 is 1 loader, 2 model, 3 conv1,
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -67,70 +68,67 @@ async def test_stepping_keys_work_from_every_pane(healthy_run, pane):
         assert pilot.app.screen.seq == 11
 
 
+WRITER = """
+import os, socket, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from conftest import write_step
+from tvis_tui.store import RunWriter
+rng = np.random.default_rng(0)
+w = RunWriter({path!r})
+w.put_meta(script="train.py", started_at="2026-12-03T00:00:00", status="running",
+           pid=os.getpid(), host=socket.gethostname())  # still recording
+w.flush()
+print("started", flush=True)
+for step in range(1, {steps} + 1):
+    if step > {first}:
+        sys.stdin.readline()
+    write_step(w, step, rng)
+    w.flush()
+    print("step", flush=True)
+w.close(status="ok")
+"""
+"""A run another process writes: its meta, then the steps up to `first` at once, then
+one step each time it reads a line, saying "started" and "step" when each is on disk."""
+
+
+@contextlib.contextmanager
+def live_run(path: Path, first: int, steps: int) -> Iterator[Callable[[], None]]:
+    """Start writing the run; yields `more()`, which lets the writer put one more step."""
+    code = WRITER.format(tests=str(Path(__file__).parent), path=str(path), steps=steps, first=first)
+    writer = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def more() -> None:
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline().strip() == "step"
+
+    try:
+        assert writer.stdout.readline().strip() == "started"
+        for _ in range(first):
+            assert writer.stdout.readline().strip() == "step"
+        yield more
+    finally:
+        writer.communicate("go\n" * steps, timeout=30)
+
+
 async def test_refresh_shows_calls_committed_after_opening(tmp_path):
     """A run another process is still writing opens, and ctrl+r shows what it added since."""
-    code = textwrap.dedent(f"""
-        import sys
-        import numpy as np
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from conftest import write_step
-        from tvis_tui.store import RunWriter
-        w = RunWriter({str(tmp_path / "live")!r})
-        w.put_meta(script="train.py", started_at="2026-12-03T00:00:00", status="running")
-        rng = np.random.default_rng(0)
-        write_step(w, 1, rng)
-        w.flush()
-        print("step", flush=True)
-        sys.stdin.readline()
-        write_step(w, 2, rng)
-        w.flush()
-        print("step", flush=True)
-        sys.stdin.readline()
-        w.close(status="ok")
-    """)
-    writer = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert writer.stdout.readline().strip() == "step"
+    with live_run(tmp_path / "live", first=1, steps=2) as more:
         async with opened(tmp_path / "live") as pilot:
             assert "call 1 of 13" in screen_text(pilot.app)
-            writer.stdin.write("go\n")
-            writer.stdin.flush()
-            assert writer.stdout.readline().strip() == "step"
+            more()
             await press(pilot, "ctrl+r", "g", *"20", "enter")
             assert "call 20 of 26" in screen_text(pilot.app)
-    finally:
-        writer.communicate("go\n", timeout=30)
 
 
 async def test_refresh_of_a_run_opened_before_its_first_call_shows_call_1(tmp_path):
-    code = textwrap.dedent(f"""
-        import os, socket, sys
-        import numpy as np
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from conftest import write_step
-        from tvis_tui.store import RunWriter
-        w = RunWriter({str(tmp_path / "live")!r})
-        w.put_meta(script="train.py", started_at="2026-12-03T00:00:00", status="running",
-                   pid=os.getpid(), host=socket.gethostname())  # still recording
-        w.flush()
-        print("opened", flush=True)
-        sys.stdin.readline()
-        write_step(w, 1, np.random.default_rng(0))
-        w.close(status="ok")
-        print("step", flush=True)
-    """)
-    writer = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert writer.stdout.readline().strip() == "opened"
+    with live_run(tmp_path / "live", first=0, steps=1) as more:
         async with opened(tmp_path / "live") as pilot:
             assert "live: no calls recorded yet (ctrl+r reloads)" in screen_text(pilot.app)
-            writer.stdin.write("go\n")
-            writer.stdin.flush()
-            assert writer.stdout.readline().strip() == "step"
+            more()
             await press(pilot, "ctrl+r")
             assert "call 1 of 13" in screen_text(pilot.app)
-    finally:
-        writer.communicate("", timeout=30)
 
 
 async def test_a_run_that_ended_without_calls_does_not_say_it_is_recording(tmp_path):
