@@ -394,3 +394,18 @@ print(cfg.reads)
     assert not run.meta().get("warnings")
     step = next(c for c in run.calls(1, run.call_count()) if c.name == "train_step")
     assert [s.path for s in run.slots(step.seq, "input")] == ["x", "cfg"]
+
+
+def test_a_decorated_function_is_defined_at_its_def_line_not_its_first_decorator(tmp_path):
+    import importlib.util
+
+    from tvis_tui.record.sites import def_line
+
+    source = "import functools\n\nclass A:\n    @staticmethod\n    @functools.lru_cache(\n        maxsize=2)\n\n    def double(x):\n        return x * 2\n\ndef plain():\n    pass\n"
+    path = tmp_path / "decorated.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("decorated", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert def_line(module.A.double.__wrapped__.__code__) == 8  # not 4, the @staticmethod
+    assert def_line(module.plain.__code__) == 11

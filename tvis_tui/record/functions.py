@@ -45,6 +45,7 @@ import torch
 from tvis_tui.record.calls import OpenCall, call_phase
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
 from tvis_tui.record.loop_head import loop_spans
+from tvis_tui.record.sites import def_line
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.tvis_frames import own_work
@@ -230,7 +231,7 @@ class FunctionTracer:
         calls = (code.co_name not in NOT_CALLS and not code.co_flags & _NO_CALL_FLAGS
                  and not _is_module_forward(frame))
         return _Plan(path, calls, self.lines is not None, bool(loops), loops,
-                     Site(path, code.co_firstlineno))
+                     Site(path, def_line(code)))
 
     def loops(self, code: CodeType) -> tuple[tuple[int, int], ...] | None:
         """The loops of a traced user code object (loop_head.py); None for other code."""

@@ -7,6 +7,7 @@ the innermost frame in a user file; its def site is where the class's `forward` 
 
 from __future__ import annotations
 
+import linecache
 import os
 import site
 import sys
@@ -82,7 +83,7 @@ class Sites:
         site = None
         if code is not None:
             self.user_path(code.co_filename)
-            site = Site(os.path.abspath(code.co_filename), code.co_firstlineno)
+            site = Site(os.path.abspath(code.co_filename), def_line(code))
         self._def_sites[key] = site
         return site
 
@@ -96,6 +97,25 @@ class Sites:
                 found = last
             tb = tb.tb_next
         return found or last
+
+
+def def_line(code: CodeType) -> int:
+    """The line of `code`'s `def`. A decorated function's code starts at its first
+    decorator (`@staticmethod` two lines above), which is not where a reader looks."""
+    first = code.co_firstlineno
+    if not linecache.getline(code.co_filename, first).lstrip().startswith("@"):
+        return first
+    for line in range(first + 1, first + MAX_DECORATOR_LINES):
+        text = linecache.getline(code.co_filename, line)
+        if not text:  # past the end of the file
+            break
+        if text.lstrip().startswith(("def ", "async def ")):
+            return line
+    return first
+
+
+MAX_DECORATOR_LINES = 64
+"""Lines of decorators read at most to find the `def` beneath them."""
 
 
 def _code_of(fn: Any) -> CodeType | None:
