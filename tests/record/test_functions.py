@@ -127,6 +127,16 @@ def test_excluded_files_have_neither_calls_nor_lines(run_inprocess, tmp_path):
     assert run.line_shapes(str(tmp_path / "train.py"), 1)
 
 
+def test_functions_of_the_files_kept_are_recorded_when_the_training_loop_is_left_out(
+        run_inprocess, tmp_path):
+    # `fails()` is called by the training loop in train.py, which the pattern leaves out.
+    options = CaptureOptions(exclude_files=("train.py",))
+    run = _record(run_inprocess, tmp_path, "helpers_loop_out", steps=2, capture=options)
+    calls = [(c.step, c.name) for c in run.calls(1, run.call_count()) if c.kind == "function"]
+    assert [call for call in calls if call[1] in ("fails", "compute_loss")] == [(1, "fails"), (2, "fails")]
+    assert run.line_shapes(str(tmp_path / "train.py"), 1) == {}
+
+
 def test_no_lines_keeps_function_calls(run_inprocess, tmp_path):
     run = _record(run_inprocess, tmp_path, "helpers_nolines", steps=2,
                   capture=CaptureOptions(lines=False))

@@ -12,7 +12,7 @@ cached. The local tracer
 Which calls are recorded. Inside any recorded call (a forward, a batch, another user
 function) every user function is. Outside all of them, a function is recorded only when
 its caller is inside a loop (`train_step(batch)`, `compute_loss(out, y)` in the training
-loop) and, if it has a loop itself (a rollout, micro-batches), that caller's loop is one
+loop, also where that loop's file is one `--include/--exclude-files` leaves out) and, if it has a loop itself (a rollout, micro-batches), that caller's loop is one
 a step was seen in, or is nested in one (the recorder notes them, loop_head.py):
 `main()`, `train(epochs)` or `train_epoch()` wrap many steps and would make them one call
 (so in the first step only functions without a loop are recorded this way). Code run while a batch is loaded
@@ -81,8 +81,6 @@ class _Plan:
     loops: tuple[tuple[int, int], ...]  # bytecode offsets (first, last) of each loop
     def_site: Site
 
-    def in_loop(self, offset: int) -> bool:
-        return any(first <= offset <= last for first, last in self.loops)
 
 
 class FunctionTracer:
@@ -93,6 +91,7 @@ class FunctionTracer:
         self.log = recorder.log
         self.lines = LineShapes(recorder.writer) if recorder.options.lines else None
         self._plans: dict[CodeType, _Plan | None] = {}
+        self._left_out_loops: dict[CodeType, tuple[tuple[int, int], ...] | None] = {}
         self._live = False
         self._previous: tuple[Any, Any] = (None, None)
         self.trace = self._on_call  # one bound method, so `sys.gettrace() is` it can be asked
@@ -221,7 +220,7 @@ class FunctionTracer:
 
     def _plan(self, frame: FrameType) -> _Plan | None:
         code = frame.f_code
-        if code.co_name in NOT_TRACED or code.co_name.startswith("torch_dynamo_resume_in_"):
+        if not _plain_user_code(code):
             return None
         path = self.recorder.sites.user_path(code.co_filename)
         if path is None or not self.recorder.options.file_recorded(self.recorder.sites.relative(path)):
@@ -234,9 +233,22 @@ class FunctionTracer:
                      Site(path, def_line(code)))
 
     def loops(self, code: CodeType) -> tuple[tuple[int, int], ...] | None:
-        """The loops of a traced user code object (loop_head.py); None for other code."""
+        """The loops of user code (loop_head.py), traced or left out by
+        `--include/--exclude-files`: a training loop in a file left out still holds the
+        steps and calls the functions of the files kept. None for library code."""
         plan = self._plans.get(code)
-        return plan.loops if isinstance(plan, _Plan) else None
+        if isinstance(plan, _Plan):
+            return plan.loops
+        try:
+            return self._left_out_loops[code]
+        except KeyError:
+            pass
+        loops = None
+        if _plain_user_code(code) and self.recorder.sites.user_path(code.co_filename) is not None:
+            loops = loop_spans(code)  # a user file's code without a plan: one left out
+        self._left_out_loops[code] = loops
+        return loops
+
 
     # -- shared by frames ------------------------------------------------------------------
 
@@ -247,6 +259,15 @@ class FunctionTracer:
 
     def warn(self, exc: Exception) -> None:
         self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
+
+
+def _plain_user_code(code: CodeType) -> bool:
+    """Not a comprehension's or lambda's frame, nor one dynamo made to resume a function."""
+    return code.co_name not in NOT_TRACED and not code.co_name.startswith("torch_dynamo_resume_in_")
+
+
+def _in_loops(loops: tuple[tuple[int, int], ...], offset: int) -> bool:
+    return any(first <= offset <= last for first, last in loops)
 
 
 WRAPPER_FRAMES = 2
@@ -291,9 +312,9 @@ class _Frame:
         for _ in range(WRAPPER_FRAMES + 1):
             if caller is None:
                 return False
-            plan = tracer._plans.get(caller.f_code)
-            if plan is not None:
-                if not plan.in_loop(caller.f_lasti):
+            loops = tracer.loops(caller.f_code)
+            if loops is not None:
+                if not _in_loops(loops, caller.f_lasti):
                     return False
                 # A function with a loop of its own (a rollout, a train_step's
                 # micro-batches, an evaluation) may instead hold the training loop
