@@ -12,8 +12,9 @@ cached. The local tracer
 Which calls are recorded. Inside any recorded call (a forward, a batch, another user
 function) every user function is. Outside all of them, a function is recorded only when
 its caller is inside a loop (`train_step(batch)`, `compute_loss(out, y)` in the training
-loop, also where that loop's file is one `--include/--exclude-files` leaves out) and, if it has a loop itself (a rollout, micro-batches), that caller's loop is one
-a step was seen in, or is nested in one (the recorder notes them, loop_head.py):
+loop, also where that loop's file is one `--include/--exclude-files` leaves out) and, if it
+has a loop itself (a rollout, micro-batches), that caller's loop is one a step was seen
+in, or is nested in one (the recorder notes them, loop_head.py):
 `main()`, `train(epochs)` or `train_epoch()` wrap many steps and would make them one call
 (so in the first step only functions without a loop are recorded this way). Code run while a batch is loaded
 (`Dataset.__getitem__`, transforms) is not traced at all: the data capture shows each
@@ -80,7 +81,6 @@ class _Plan:
     has_loop: bool
     loops: tuple[tuple[int, int], ...]  # bytecode offsets (first, last) of each loop
     def_site: Site
-
 
 
 class FunctionTracer:
@@ -248,7 +248,6 @@ class FunctionTracer:
             loops = loop_spans(code)  # a user file's code without a plan: one left out
         self._left_out_loops[code] = loops
         return loops
-
 
     # -- shared by frames ------------------------------------------------------------------
 
