@@ -191,3 +191,24 @@ for step in range(3):
     timed = {c.step: "backward_ns" in c.extra for c in run.calls(1, run.call_count())
              if c.kind == "module" and c.name == "Sequential" and c.phase == "forward"}
     assert timed == {1: True, 2: True, 3: True}
+
+
+def test_a_step_of_no_grad_calls_counts_its_parameters_in_no_grad_not_forward(run_inprocess):
+    # An optimizer made before the first call: its parameters are first counted as that
+    # call opens, in the call's phase. A step with no forward showed "forward 48 B".
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+model = nn.Linear(3, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with torch.no_grad():
+    for i in range(3):
+        out = model(torch.randn(2, 3))
+""")
+    assert code == 0
+    (step,) = run.steps()
+    params = (3 * 3 + 3) * F32
+    assert step.phase_ns.keys() & {"forward", "no_grad"} == {"no_grad"}
+    phases = step.extra["peak_phase_bytes"]
+    assert set(phases) == {"no_grad"}
+    assert phases["no_grad"] >= params + 2 * 3 * F32

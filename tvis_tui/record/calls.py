@@ -204,7 +204,7 @@ class CallLog:
         # On the stack before anything is written: a Ctrl-C from here on still finds it.
         stack.append(call)
         self.writer.put_call(record)
-        self.steps.note_call(seq)
+        self.steps.note_call(seq, phase)
         on_cuda = [False]
         inputs = self.timer.watch(self.memory.watch(inputs, phase, backward=kind == "backward"), on_cuda)
         slots, _ = self.slots.make(seq, "input", inputs)

@@ -145,9 +145,9 @@ class PeakMemory:
                 self.live.see_all(state.values(), phase)
         self.live.sample(phase)
 
-    def see_optimizers(self, optimizers: Iterable[Any]) -> None:
+    def see_optimizers(self, optimizers: Iterable[Any], phase: str) -> None:
         for opt in list(optimizers):
-            self.see_optimizer(opt, "forward")
+            self.see_optimizer(opt, phase)
 
     def backward_done(self) -> None:
         if not self._cuda:

@@ -108,7 +108,9 @@ class StepTracker:
 
     # -- what happens inside a step ------------------------------------------------------
 
-    def note_call(self, seq: int) -> None:
+    def note_call(self, seq: int, phase: str) -> None:
+        """A call opened in this step; `phase` is its phase, where the parameters and
+        optimizer state first seen now are counted (a no_grad-only step has no forward)."""
         with self._lock:
             if self._first is None:
                 self._first = seq
@@ -118,7 +120,7 @@ class StepTracker:
             self._last = max(self._last, seq)
         if len(self.optimizers) != self._optimizers_seen:  # count parameters from the start
             self._optimizers_seen = len(self.optimizers)
-            self._memory.see_optimizers(self.optimizers)
+            self._memory.see_optimizers(self.optimizers, phase)
 
     def add_phase_time(self, phase: str, ns: int, overhead_ns: int = 0,
                        gpu_events: tuple[Any, Any] | None = None) -> None:
