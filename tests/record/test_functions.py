@@ -419,3 +419,15 @@ def test_a_decorated_function_is_defined_at_its_def_line_not_its_first_decorator
     spec.loader.exec_module(module)
     assert def_line(module.A.double.__wrapped__.__code__) == 8  # not 4, the @staticmethod
     assert def_line(module.plain.__code__) == 11
+
+
+def test_a_symlink_in_the_folder_to_a_file_elsewhere_is_user_code(run_inprocess, tmp_path,
+                                                                  tmp_path_factory):
+    # A shared helpers file linked into the project: Python imports it by the link's path.
+    real = write_script(tmp_path_factory.mktemp("elsewhere"), HELPER, name="helpers_real.py")
+    (tmp_path / "helpers_linked.py").symlink_to(real)
+    run = _record(run_inprocess, tmp_path, "helpers_linked", steps=2)
+    assert (2, "function", "scale") in _tree(run)
+    scale = next(c for c in run.calls(1, run.call_count()) if c.name == "scale")
+    assert scale.def_site.file == str(tmp_path / "helpers_linked.py")
+    assert run.line_shapes(str(tmp_path / "helpers_linked.py"), 1)  # y = x * factor

@@ -25,7 +25,9 @@ class Sites:
     """Caches which files are user files and snapshots each one's source once."""
 
     def __init__(self, root: str, on_new_user_file: Callable[[str], None]) -> None:
-        self._root = os.path.realpath(root)
+        # The folder as given and as resolved: a file is the user's by either path, so a
+        # symlink in the folder to a file elsewhere is theirs too.
+        self._roots = tuple(dict.fromkeys((os.path.realpath(root), os.path.abspath(root))))
         paths = sysconfig.get_paths()
         self._excluded = tuple({
             os.path.realpath(p) + os.sep
@@ -39,8 +41,9 @@ class Sites:
 
     def relative(self, path: str) -> str:
         """`path` relative to the script's folder (as file patterns match it)."""
+        root = next((r for r in self._roots if self._inside(path, r)), self._roots[0])
         try:
-            return os.path.relpath(path, self._root)
+            return os.path.relpath(path, root)
         except ValueError:  # another drive on Windows
             return path
 
@@ -52,14 +55,18 @@ class Sites:
             pass
         path: str | None = None
         if not filename.startswith("<"):
-            real = os.path.realpath(filename)
-            inside = real == self._root or real.startswith(self._root + os.sep)
+            real, given = os.path.realpath(filename), os.path.abspath(filename)
+            inside = self._inside(real) or self._inside(given)
             if inside and not real.startswith(self._excluded) and os.path.isfile(real):
-                path = os.path.abspath(filename)
+                path = given
         self._user[filename] = path
         if path is not None:
             self._on_new_user_file(path)
         return path
+
+    def _inside(self, path: str, root: str | None = None) -> bool:
+        roots = self._roots if root is None else (root,)
+        return any(path == r or path.startswith(r + os.sep) for r in roots)
 
     def call_site(self, frame: FrameType | None) -> Site | None:
         """The innermost user-code line on the stack starting at `frame`."""
