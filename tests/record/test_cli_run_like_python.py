@@ -55,6 +55,21 @@ def test_a_script_starts_as_under_python_even_through_a_symlink(tmp_path):
         assert under_tvis.stdout.startswith(f"{tmp_path / given} ['{given}', '--lr', '1'] ")
 
 
+def test_a_module_of_the_scripts_folder_shadows_a_library_module_as_under_python(tmp_path):
+    # torch._dynamo, which tvis imports before the script runs, loads the standard
+    # library's statistics and decimal; python puts the script's folder first.
+    write_script(tmp_path, "def mean(xs): return 'own statistics'", "statistics.py")
+    write_script(tmp_path, "WHERE = 'own decimal'", "decimal/__init__.py")
+    write_script(tmp_path, """
+        import torch, statistics, decimal
+        print(statistics.mean([1.0]), decimal.WHERE)
+    """, "train.py")
+    under_python = python("train.py", cwd=tmp_path)
+    under_tvis = tvis_command("run", "--out", "runs", "train.py", cwd=tmp_path)
+    assert under_python.returncode == under_tvis.returncode == 0, under_tvis.stderr
+    assert under_tvis.stdout == under_python.stdout == "own statistics own decimal\n"
+
+
 def test_module_and_folder_targets_run_from_the_current_folder(tmp_path):
     write_script(tmp_path, "", "pkg/__init__.py")
     write_script(tmp_path, "import sys; print('mod', sys.argv[1:])", "pkg/mod.py")
