@@ -431,3 +431,45 @@ def test_a_symlink_in_the_folder_to_a_file_elsewhere_is_user_code(run_inprocess,
     scale = next(c for c in run.calls(1, run.call_count()) if c.name == "scale")
     assert scale.def_site.file == str(tmp_path / "helpers_linked.py")
     assert run.line_shapes(str(tmp_path / "helpers_linked.py"), 1)  # y = x * factor
+
+
+def test_a_forward_run_directly_is_a_call_whose_submodules_keep_their_names(run_inprocess):
+    # No module hook fires for `model.forward(x)`: the function call is the record of it.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.dec = nn.Linear(3, 4), nn.Linear(4, 1)
+
+    def encode(self, x):
+        return torch.relu(self.enc(x))
+
+    def forward(self, x):
+        return self.dec(self.encode(x))
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(2):
+    loss = model.forward(torch.randn(4, 3)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    model(torch.randn(4, 3))  # and through the module's call: a module call, as ever
+""", steps=2)
+    assert code == 0
+    assert _tree(run, 2) == [
+        (0, "function", "Net.forward"),
+        (1, "function", "Net.encode"),
+        (2, "module", "enc"),
+        (1, "module", "dec"),
+        (0, "backward", "backward"),
+        (0, "optimizer", "SGD"),
+        (0, "module", "Net"),
+        (1, "function", "Net.encode"),
+        (2, "module", "enc"),
+        (1, "module", "dec"),
+    ]
+    forward = next(c for c in run.calls(1, run.call_count()) if c.name == "Net.forward")
+    assert (forward.call_site.line, forward.def_site.line) == (19, 13)
+    assert [s.shape for s in run.slots(forward.seq)] == [(4, 3), (4, 1)]

@@ -6,7 +6,8 @@ trace function that returns a local tracer only for frames of user files whose p
 cached. The local tracer
 - records the frame as a call (kind "function", nested in the call tree like module
   calls; arguments and return value as slots) unless it is module-level code, a module's
-  `forward` (already a module call), a lambda, comprehension, generator or coroutine;
+  `forward` run by `module(x)` (a module call already; `model.forward(x)` is a function
+  call, its submodules named inside it), a lambda, comprehension, generator or coroutine;
 - reports each line that ran to `lines.LineShapes` (unless `--no-lines`).
 
 Which calls are recorded. Inside any recorded call (a forward, a batch, another user
@@ -77,6 +78,7 @@ class _Plan:
 
     path: str
     calls: bool  # record each run of it as a call
+    forward: bool  # a module's forward: a call when run directly, not by the module's call
     lines: bool  # report its lines
     has_loop: bool
     loops: tuple[tuple[int, int], ...]  # bytecode offsets (first, last) of each loop
@@ -196,7 +198,7 @@ class FunctionTracer:
         reentry.inside = True
         try:
             state = _Frame(self, plan, frame)
-            if plan.calls and state.wanted(frame):
+            if (plan.calls or plan.forward and not _run_by_module_call(frame)) and state.wanted(frame):
                 state.call = state.open(frame)
             return state.event if plan.lines or state.call is not None else None
         except Exception as exc:  # a tvis bug must never break training
@@ -227,10 +229,10 @@ class FunctionTracer:
             return None
         self.files_recorded = True
         loops = loop_spans(code)
-        calls = (code.co_name not in NOT_CALLS and not code.co_flags & _NO_CALL_FLAGS
-                 and not _is_module_forward(frame))
-        return _Plan(path, calls, self.lines is not None, bool(loops), loops,
-                     Site(path, def_line(code)))
+        function = code.co_name not in NOT_CALLS and not code.co_flags & _NO_CALL_FLAGS
+        forward = function and _is_module_forward(frame)
+        return _Plan(path, function and not forward, forward, self.lines is not None, bool(loops),
+                     loops, Site(path, def_line(code)))
 
     def loops(self, code: CodeType) -> tuple[tuple[int, int], ...] | None:
         """The loops of user code (loop_head.py), traced or left out by
@@ -336,8 +338,21 @@ class _Frame:
                                type_="function", phase=phase, owner=id(self),
                                call_site=tracer.recorder.sites.call_site(frame.f_back),
                                def_site=self.plan.def_site, inputs=_arguments(frame), extra={"user": True},
-                               transparent=True)
+                               transparent=True, root=self._model(frame))
         return call
+
+    def _model(self, frame: FrameType) -> torch.nn.Module | None:
+        """The module whose forward this frame runs directly (`model.forward(x)`): its
+        submodules' calls are named inside it (`enc`), as under `model(x)`."""
+        if not self.plan.forward:
+            return None
+        names = self.tracer.recorder.names
+        module = frame.f_locals[frame.f_code.co_varnames[0]]
+        inside = names.inside(module)  # the forward of a part of a model already called
+        if inside is not None:
+            return inside[0]
+        names.root_name(module, lambda: frame.f_back)  # names its parameters too
+        return module
 
     @own_work
     def event(self, frame: FrameType, event: str, arg: Any) -> Any:
@@ -428,6 +443,20 @@ def _arguments(frame: FrameType) -> Any:
     return itertools.chain.from_iterable(
         leaves(values[name], name) for i, name in enumerate(names)
         if name in values and not (i == 0 and name in ("self", "cls")))
+
+
+_MODULE_CALL_CODES = frozenset({
+    torch.nn.Module._call_impl.__code__, torch.nn.Module._slow_forward.__code__,
+    *(c for c in torch.nn.Module._call_impl.__code__.co_consts if isinstance(c, CodeType))})
+"""The code that runs a module's forward on `module(x)` (with hooks, from a nested
+`inner`; under torch.jit.trace, from `_slow_forward`): the hooks record that call."""
+
+
+def _run_by_module_call(frame: FrameType) -> bool:
+    """Whether a module's forward runs as `module(x)`, not as `model.forward(x)`,
+    `super().forward(x)` or `checkpoint(block.forward, x)`: no hook sees those."""
+    caller = frame.f_back
+    return caller is not None and caller.f_code in _MODULE_CALL_CODES
 
 
 def _is_module_forward(frame: FrameType) -> bool:

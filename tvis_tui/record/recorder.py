@@ -404,8 +404,9 @@ class Recorder:
         self._after_own_hooks.enter(module, call)
 
     def _enclosing_root(self, stack: list[OpenCall]) -> Any:
-        """The root module of the innermost module call running, recorded or not."""
-        at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].record.kind == "module"), None)
+        """The root module of the innermost module call running, recorded or not, or of a
+        forward run directly (`model.forward(x)`, a function call with a root)."""
+        at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].root is not None), None)
         unrecorded = self._unrecorded.calls
         if unrecorded and (at is None or unrecorded[-1][2] > at):
             return unrecorded[-1][1]
