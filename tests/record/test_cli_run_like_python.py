@@ -70,6 +70,41 @@ def test_a_module_of_the_scripts_folder_shadows_a_library_module_as_under_python
     assert under_tvis.stdout == under_python.stdout == "own statistics own decimal\n"
 
 
+def test_recursion_that_fits_under_python_fits_under_tvis_and_the_limit_reads_the_same(tmp_path):
+    # tvis's frames under the script and in its trace callbacks would have made the
+    # recursion fail, and the script's fallback change its training.
+    write_script(tmp_path, """
+        import sys, torch
+        print(sys.getrecursionlimit())
+        sys.setrecursionlimit(300)
+        print(sys.getrecursionlimit())
+
+        def chain(t, d):
+            return t if d == 0 else chain(t, d - 1) + 1
+
+        lin = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+        for depth in (285, 290):
+            try:
+                out = chain(lin(torch.ones(1, 2)), depth)
+                print("fits", depth)
+            except RecursionError:
+                print("too deep", depth)
+                out = lin(torch.ones(1, 2))
+            opt.zero_grad(); out.sum().backward(); opt.step()
+        for bad in (0, 2.5):
+            try:
+                sys.setrecursionlimit(bad)
+            except (ValueError, TypeError) as exc:
+                print(type(exc).__name__, exc)
+    """, "train.py")
+    under_python = python("train.py", cwd=tmp_path)
+    under_tvis = tvis_command("run", "--out", "runs", "train.py", cwd=tmp_path)
+    assert under_python.returncode == under_tvis.returncode == 0, under_tvis.stderr
+    assert under_tvis.stdout == under_python.stdout
+    assert "fits 290" in under_tvis.stdout and "ValueError" in under_tvis.stdout
+
+
 def test_module_and_folder_targets_run_from_the_current_folder(tmp_path):
     write_script(tmp_path, "", "pkg/__init__.py")
     write_script(tmp_path, "import sys; print('mod', sys.argv[1:])", "pkg/mod.py")

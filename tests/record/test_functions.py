@@ -473,3 +473,35 @@ for i in range(2):
     forward = next(c for c in run.calls(1, run.call_count()) if c.name == "Net.forward")
     assert (forward.call_site.line, forward.def_site.line) == (19, 13)
     assert [s.shape for s in run.slots(forward.seq)] == [(4, 3), (4, 1)]
+
+
+def test_recursion_to_the_limit_leaves_the_call_tree_and_the_steps_sound(run_inprocess):
+    # Where the script recurses until RecursionError (and catches it), tvis's own work
+    # fails too; its open calls are closed, and tracing, which CPython then stops, resumes.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+def chain(t):
+    return chain(t) + 1
+
+lin = nn.Linear(2, 1)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+for i in range(3):
+    out = lin(torch.ones(1, 2))
+    try:
+        out = chain(out)
+    except RecursionError:
+        pass
+    opt.zero_grad(); out.sum().backward(); opt.step()
+""")
+    assert code == 0
+    steps = run.steps()
+    assert len(steps) == 3
+    for step in steps:
+        calls = run.calls(step.first_seq, step.last_seq)
+        top = [(c.kind, c.name) for c in calls if c.depth == 0]
+        assert top == [("module", "Linear"), ("function", "chain"), ("backward", "backward"),
+                       ("optimizer", "SGD")], top
+        chains = [c for c in calls if c.name == "chain"]
+        assert len(chains) > 100 and all(c.duration_ns is not None or c.error for c in chains)

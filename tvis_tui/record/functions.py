@@ -96,6 +96,8 @@ class FunctionTracer:
         self._left_out_loops: dict[CodeType, tuple[tuple[int, int], ...] | None] = {}
         self._live = False
         self._previous: tuple[Any, Any] = (None, None)
+        self._installer: int | None = None  # the installing thread's ident
+        self.failed = False  # a callback failed since the last revive: tracing may have stopped
         self.trace = self._on_call  # one bound method, so `sys.gettrace() is` it can be asked
         # The per-thread overhead counter of the call log (calls.py), and what one trace
         # callback for library code costs (measured at install).
@@ -110,6 +112,7 @@ class FunctionTracer:
     def install(self) -> Callable[[], None]:
         """Start tracing this thread and threads started from now on; returns the undo."""
         self._previous = (sys.gettrace(), threading.gettrace())
+        self._installer = threading.get_ident()
         _hide_from_dynamo(FunctionTracer._on_call, _Frame.event)
         self._callback_ns = self._callback_cost()
         self._live = True
@@ -163,6 +166,19 @@ class FunctionTracer:
         if paused is not None and self._live:
             sys.settrace(paused)
 
+    def revive(self) -> bool:
+        """After a callback failed: trace the installing thread again if its tracing
+        stopped (returns whether it had). CPython unsets a trace function that raises, and
+        a call of one raises by itself where the script recursed to the recursion limit
+        (and caught the error). Asked by the optimizer step's hooks (never inside tvis's
+        own work, where tracing is paused): the calls in between go unrecorded, the steps
+        after do not."""
+        if not self._live or sys.gettrace() is not None or threading.get_ident() != self._installer:
+            return False
+        self.failed = False
+        sys.settrace(self.trace)
+        return True
+
     def untraced(self, function: Callable[..., Any], *args: Any) -> Any:
         """`function(*args)` with this thread's tracing paused: loading a batch runs
         torch's Python per sample, and user code there is not traced anyway."""
@@ -196,13 +212,14 @@ class FunctionTracer:
             return None  # a batch being loaded on another thread (see `untraced`)
         started = self.log.begin_hook()
         reentry.inside = True
+        depth = len(stack)
         try:
             state = _Frame(self, plan, frame)
             if (plan.calls or plan.forward and not _run_by_module_call(frame)) and state.wanted(frame):
                 state.call = state.open(frame)
             return state.event if plan.lines or state.call is not None else None
         except Exception as exc:  # a tvis bug must never break training
-            self.warn(exc)
+            self._failed_open(stack, depth, exc)
             return None
         finally:
             reentry.inside = False
@@ -257,6 +274,18 @@ class FunctionTracer:
         """Whether what happens in `step` is recorded: the first call was seen and the
         step limit is not passed (then the next hook stops the run)."""
         return self.log.last_seq > 0 and not self.recorder.past_limit(step)
+
+    def _failed_open(self, stack: list[OpenCall], depth: int, exc: Exception) -> None:
+        """A call that failed to open (tvis's work ran out of frames where the script
+        recursed to its limit, say) has no tracer to close it: left on the stack, every
+        later call would nest in it."""
+        self.failed = True
+        try:
+            while len(stack) > depth:
+                self.log.close(stack[-1], time.perf_counter_ns(), error=exc, extra={"unfinished": True})
+            self.warn(exc)
+        except Exception:  # out of frames again: the stack as it was, at least
+            del stack[depth:]
 
     def warn(self, exc: Exception) -> None:
         self.recorder.warn(f"recording error in a user function: {type(exc).__name__}: {exc}")
@@ -338,7 +367,7 @@ class _Frame:
                                type_="function", phase=phase, owner=id(self),
                                call_site=tracer.recorder.sites.call_site(frame.f_back),
                                def_site=self.plan.def_site, inputs=_arguments(frame), extra={"user": True},
-                               transparent=True, root=self._model(frame))
+                               transparent=True, root=self._model(frame), frame=frame)
         return call
 
     def _model(self, frame: FrameType) -> torch.nn.Module | None:
@@ -377,6 +406,7 @@ class _Frame:
             elif event == "exception":  # raised here or passing through; maybe caught
                 self.error = arg[1]
         except Exception as exc:  # a tvis bug must never break training
+            tracer.failed = True
             tracer.warn(exc)
         finally:
             reentry.inside = False

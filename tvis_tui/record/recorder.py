@@ -77,19 +77,25 @@ def _opaque_kind(module: torch.nn.Module) -> str | None:
     return None
 
 
-def _untraced(hook: Callable[..., Any]) -> Callable[..., Any]:
+def _untraced(hook: Callable[..., Any], revives: bool = False) -> Callable[..., Any]:
     """Run a hook with the function tracer paused from its first line: otherwise each
     Python call in it (the activity checks, the guard) costs a trace callback, ~10 a hook.
     The pause is inline (C calls only): a helper function would cost a callback itself.
     While dynamo traces the hook (a compiled model), it does nothing: the compiled module's
-    own call is recorded, the calls fused inside it are not."""
+    own call is recorded, the calls fused inside it are not. A hook that `revives` (the
+    optimizer step's: never inside tvis's own work) starts tracing again where a failed
+    trace callback stopped it (functions.py)."""
     @functools.wraps(hook)
     def untraced(self: "Recorder", *args: Any) -> Any:
         if torch.compiler.is_compiling():
             return None
         tracing = sys.gettrace()
         if tracing is None or tracing is not self.functions.trace:
-            return hook(self, *args)
+            result = hook(self, *args)
+            if revives and tracing is None and self.functions.failed and self.functions.revive():
+                self.warn(f"step {self.steps.step}: user functions were not recorded for a while: "
+                          "tracing stopped (a RecursionError at the recursion limit stops it)")
+            return result
         sys.settrace(None)
         try:
             return hook(self, *args)
@@ -105,7 +111,7 @@ def _eager(hook: Callable[..., Any]) -> Callable[..., Any]:
     `torch.compiler.disable` imports torch._dynamo (~1.4 s) here, before the script runs, on
     purpose: torch's Optimizer imports it at its first `add_param_group` anyway, and that
     import under tvis's function tracer cost 1.2 s more (measured Dec 2026)."""
-    return torch.compiler.disable(_untraced(hook), recursive=True)
+    return torch.compiler.disable(_untraced(hook, revives=True), recursive=True)
 
 
 class _Reentry(threading.local):

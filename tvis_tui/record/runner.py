@@ -28,6 +28,7 @@ from tvis_tui.record.calls import first_line
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder
+from tvis_tui.record.recursion import recursion_headroom
 from tvis_tui.record.shadowing import folder_first
 from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.sink import WriterThread
@@ -172,7 +173,7 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
     # folder or zip app there itself), __file__ the script's absolute path.
     sys.path[0] = os.getcwd() if target.module else os.path.dirname(os.path.realpath(script))
     try:
-        with folder_first(sys.path[0]):
+        with folder_first(sys.path[0]), recursion_headroom():
             if target.module:
                 runpy.run_module(target.name, {"__annotations__": {}}, run_name="__main__", alter_sys=True)
             elif os.path.isfile(script) and not zipfile.is_zipfile(script):
