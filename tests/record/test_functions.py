@@ -505,3 +505,22 @@ for i in range(3):
                        ("optimizer", "SGD")], top
         chains = [c for c in calls if c.name == "chain"]
         assert len(chains) > 100 and all(c.duration_ns is not None or c.error for c in chains)
+
+
+def test_a_class_passed_to_a_user_function_reads_as_that_class(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+def act(kind, x):
+    return kind()(x)
+
+lin = nn.Linear(2, 2)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+for i in range(2):
+    loss = act(nn.ReLU, lin(torch.ones(1, 2))).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+""", steps=1)
+    assert code == 0
+    act = next(c for c in run.calls(1, run.call_count()) if c.name == "act")
+    assert run.slots(act.seq, "input")[0].repr == "<class torch.nn.modules.activation.ReLU>"

@@ -74,6 +74,10 @@ def _tensor_attrs(value: Any) -> list[tuple[str, torch.Tensor]]:
 def short_repr(value: Any) -> str:
     if isinstance(value, (int, float, bool, str, type(None))):
         text = repr(value)
+    elif isinstance(value, type):  # a class passed along (an exception's type to __exit__)
+        # type's own descriptors: a metaclass cannot run code for them
+        module, name = (type.__dict__[a].__get__(value) for a in ("__module__", "__qualname__"))
+        text = f"<class {module}.{name}>"
     else:
         # A user __repr__ may be slow or raise; the type name is always safe.
         text = f"<{type(value).__module__}.{type(value).__qualname__}>"
