@@ -231,6 +231,35 @@ def test_sigkill_leaves_a_consistent_run(tmp_path):
             assert step.last_seq <= count and step.complete
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_run_killed_while_the_script_is_quiet_keeps_every_step_and_call_so_far(tmp_path):
+    # A long evaluation, a checkpoint or a sleep writes no record: what the last step left
+    # in the buffer was committed only as the next record came, and a kill then lost it.
+    script = write_script(tmp_path, """
+        import time, torch
+        net = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for step in range(1, 4):
+            opt.zero_grad(); net(torch.ones(1, 2)).sum().backward(); opt.step()
+            print("step", step, flush=True)
+            if step == 2:
+                time.sleep(60)
+    """, "quiet.py")
+    proc = tvis_popen("run", "--out", "runs", "--name", "q", str(script), cwd=tmp_path)
+    try:
+        assert proc.stdout.readline().strip() == "step 1"
+        assert proc.stdout.readline().strip() == "step 2"
+        time.sleep(1.5)  # three idle commit periods
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    with RunReader(tmp_path / "runs" / "q") as run:
+        assert [(s.step, s.complete) for s in run.steps()] == [(1, True)]  # 2 ends at the loop head
+        assert [(c.step, c.kind) for c in run.calls(1, run.call_count())] == [
+            (1, "module"), (1, "backward"), (1, "optimizer"),
+            (2, "module"), (2, "backward"), (2, "optimizer")]
+
+
 @pytest.mark.parametrize("code, status, exit_status", [("True", "crashed", 1), ("256", "ok", 0), ("-1", "crashed", 255)])
 def test_sys_exit_codes_become_the_exit_status_python_would_give(tmp_path, code, status, exit_status):
     script = write_script(tmp_path, f"import sys\nsys.exit({code})\n")

@@ -26,6 +26,9 @@ from tvis_tui.store.writer import RunWriter
 MAX_HELD_BYTES = 256 << 20
 """Bytes handed to the writer thread at most before hooks wait for it."""
 
+IDLE_COMMIT_SECONDS = 0.5
+"""How often the writer thread looks for buffered records to commit while none come."""
+
 MAX_ERRORS = 10
 """Distinct write errors kept (all failures are counted)."""
 
@@ -61,7 +64,7 @@ class WriterThread:
         self._queue.put((pending, size))
 
     def _drain(self) -> None:
-        while (job := self._queue.get()) is not None:
+        while (job := self._next_job()) is not None:
             first, second = job
             try:
                 if callable(first):
@@ -74,6 +77,18 @@ class WriterThread:
                 with self._caught_up:
                     self._held -= second
                     self._caught_up.notify_all()
+
+    def _next_job(self) -> _Commit | _Deferred | None:
+        """The next job; while none comes, what the hooks buffered is committed every
+        IDLE_COMMIT_SECONDS: a run killed then keeps all but that last moment."""
+        while True:
+            try:
+                return self._queue.get(timeout=IDLE_COMMIT_SECONDS)
+            except queue.Empty:
+                try:
+                    self._writer.flush_stale()  # under its lock; hands the commit to this thread
+                except Exception as exc:
+                    self.failed(exc)
 
     def failed(self, exc: BaseException, doing: str = "store write failed") -> None:
         """Note a write that failed (the writer thread's or a hook's, at once). A full disk

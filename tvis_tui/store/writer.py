@@ -124,6 +124,13 @@ class RunWriter:
         with self._lock:
             self._commit()
 
+    def flush_stale(self) -> None:
+        """Commit what has waited `max_pending_seconds` or more: `put` commits only as the
+        next record comes, and a long op, an evaluation or a sleep makes none."""
+        with self._lock:
+            if self._pending and time.monotonic() - self._last_commit >= self._max_pending_seconds:
+                self._commit()
+
     def hand_commits_to(
         self, committer: Callable[[list[tuple[bytes, bytes, bytes]], int], None] | None
     ) -> None:
