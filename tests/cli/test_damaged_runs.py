@@ -137,6 +137,42 @@ def test_an_export_cut_short_by_a_full_disk_leaves_no_file(good_run, tmp_path, c
     assert "cannot write (No space left on device)" in _one_error_line(capsys) and not out.exists()
 
 
+def test_a_failed_export_leaves_the_file_that_was_there_and_no_partial_one(good_run, tmp_path, capsys,
+                                                                             monkeypatch):
+    from tvis_tui import export
+
+    def full_disk(reader, out):
+        out.write("{}\n" * 10)
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "run.jsonl"
+    out.write_text("yesterday's export\n")
+    monkeypatch.setattr(export, "export_jsonl", full_disk)
+    assert main(["export", str(good_run), "-o", str(out)]) == 2
+    assert "cannot write (No space left on device)" in _one_error_line(capsys)
+    assert out.read_text() == "yesterday's export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="Linux's /dev/full")
+def test_an_export_to_a_device_that_fails_leaves_the_device(good_run, tmp_path, capsys):
+    # `-o /dev/full` removed the system's /dev/full: a failed export unlinked its target.
+    device = tmp_path / "full"
+    os.symlink("/dev/full", device)
+    assert main(["export", str(good_run), "-o", str(device)]) == 2
+    assert "cannot write (No space left on device)" in _one_error_line(capsys)
+    assert os.path.exists("/dev/full") and device.is_symlink()
+
+
+def test_an_export_through_a_symlink_writes_the_file_it_points_to(good_run, tmp_path):
+    real = tmp_path / "exports" / "run.jsonl"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    (tmp_path / "latest.jsonl").symlink_to(real)
+    assert main(["export", str(good_run), "-o", str(tmp_path / "latest.jsonl")]) == 0
+    assert (tmp_path / "latest.jsonl").is_symlink() and real.read_text().count("\n") == 42
+
+
 # -- 3: one unreadable run among good ones ----------------------------------------------
 
 @pytest.fixture

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import Callable, TextIO
 
 from tvis_tui.errors import TvisError
 
@@ -28,16 +30,29 @@ def main(args: argparse.Namespace) -> int:
         # Checked before open(): opening for writing truncates, and `-o RUN/data.mdb`
         # would destroy the recording being read.
         _refuse_output_inside_run(Path(args.output), reader.path)
-        opened = False
         try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                opened = True
-                write(reader, out)
+            _write_whole(Path(args.output), lambda out: write(reader, out))
         except OSError as exc:  # a missing folder, no permission, a full disk
-            if opened:  # a cut export would read as a whole one
-                Path(args.output).unlink(missing_ok=True)
             raise TvisError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
     return 0
+
+
+def _write_whole(output: Path, write: Callable[[TextIO], None]) -> None:
+    """Write a file through a temporary one beside it, renamed over it once whole: a cut
+    export would read as a whole one, and a failure leaves what was there before. A
+    device or a pipe (`-o /dev/stdout`) is written as it is, and never removed."""
+    target = output.resolve() if output.is_symlink() else output
+    if target.exists() and not target.is_file():
+        with open(target, "w", encoding="utf-8") as out:
+            write(out)
+        return
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        with open(partial, "x", encoding="utf-8") as out:
+            write(out)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _refuse_output_inside_run(output: Path, run: Path) -> None:
