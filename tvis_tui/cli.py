@@ -10,6 +10,7 @@ code at import time so that `tvis check` or `tvis tui` never pays for `import to
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -54,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._main(args) or 0)
+        code = int(args._main(args) or 0)
+        sys.stdout.flush()  # here, where a full disk under `> FILE` can still be reported
+        return code
     except TvisError as exc:
         print(f"tvis: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -62,9 +65,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _interrupted()
     except BrokenPipeError:
         # `tvis export run | head`: the reader went away; stop quietly like other tools.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()
         return 1
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        _drop_stdout()  # python's own flush at exit would fail again, with a traceback
+        print(f"tvis: error: cannot write ({exc.strerror})", file=sys.stderr)
+        return 1
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""Errors of a write to a full disk (`tvis export run > FILE`): a one-line error."""
+
+
+def _drop_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _interrupted() -> int:

@@ -173,6 +173,16 @@ def test_an_export_through_a_symlink_writes_the_file_it_points_to(good_run, tmp_
     assert (tmp_path / "latest.jsonl").is_symlink() and real.read_text().count("\n") == 42
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="Linux's /dev/full")
+@pytest.mark.parametrize("command", [["export"], ["export", "--format", "json"], ["ls"]])
+def test_standard_output_on_a_full_disk_is_a_one_line_error(good_run, command):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "tvis_tui.cli", *command, str(good_run)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == "tvis: error: cannot write (No space left on device)\n"
+
+
 # -- 3: one unreadable run among good ones ----------------------------------------------
 
 @pytest.fixture
