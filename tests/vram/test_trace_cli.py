@@ -54,6 +54,12 @@ def test_argparse_usage_error_is_an_error_that_names_script_args(write, tvis):
     assert code == 0 and json.loads(out)["breakdown"]["optimizer_state"] > 0
 
 
+def test_script_args_with_an_unclosed_quote_are_a_one_line_error(write, tvis):
+    code, out, err = tvis("vram", write("train.py", TRAIN), "--trace", "--script-args", '"unclosed')
+    assert code == 2 and out == ""
+    assert err == "tvis: error: --script-args '\"unclosed': No closing quotation\n"
+
+
 def test_early_sys_exit_is_an_error(write, tvis):
     path = write("exits_early.py", "import sys\nprint('need a GPU'); sys.exit(1)\n" + TRAIN)
     code, out, err = tvis("vram", path, "--trace")

@@ -133,7 +133,11 @@ def _report(path, settings, gpu, args: argparse.Namespace) -> int:
 
         if not torch_available():
             raise TvisError("--trace needs torch installed; the static estimate does not")
-        shown = traced_estimate(path, shlex.split(args.script_args), static)
+        try:
+            script_args = shlex.split(args.script_args)
+        except ValueError as exc:  # an unclosed quote
+            raise TvisError(f"--script-args {args.script_args!r}: {exc}") from None
+        shown = traced_estimate(path, script_args, static)
     else:
         _require_model(static, path)
     verdict = Verdict(gpu, shown.peak_bytes)
