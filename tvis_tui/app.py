@@ -25,6 +25,30 @@ class TvisApp(App[None]):
         self.target = target
         self.runs = runs
         self.start = start
+        self.damage: str | None = None  # why the app closed a run opened on its own
+
+    def _handle_exception(self, error: Exception) -> None:
+        """A run found damaged while shown (a malformed record: bit rot, a run made by
+        hand; the reader raises TvisError) closes with its one-line reason: back to the
+        run list, or out of the app with `tvis: error: ...`. Anything else is a bug and
+        ends the app as Textual does, with its traceback."""
+        from textual.worker import WorkerFailed
+
+        from tvis_tui.screens.debugger import DebuggerScreen
+
+        damage = error.error if isinstance(error, WorkerFailed) else error
+        shown = [s for s in self.screen_stack if isinstance(s, DebuggerScreen)]
+        if not isinstance(damage, TvisError) or not shown:
+            super()._handle_exception(error)
+            return
+        if self.screen_stack.index(shown[0]) > 1:  # a run list beneath it
+            while self.screen is not shown[0]:
+                self.pop_screen()
+            self.pop_screen()
+            self.notify(str(damage), severity="error", markup=False, timeout=10)
+        else:
+            self.damage = str(damage)
+            self.exit(return_code=2)
 
     def on_mount(self) -> None:
         if self.runs is not None:

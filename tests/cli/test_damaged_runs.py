@@ -260,3 +260,109 @@ def test_a_run_copied_without_its_lock_file_is_read_without_making_one(good_run,
     shutil.copy(good_run / "data.mdb", run / "data.mdb")
     assert main(["export", str(run)]) == 0 and '"record": "call"' in capsys.readouterr().out
     assert [p.name for p in run.iterdir()] == ["data.mdb"]
+
+
+# -- 9: a malformed record (bit rot, or a run made by hand) ------------------------------
+
+class _Payload:
+    """Unpickled, it would leave a file behind: opening a run must never run its code."""
+
+    def __init__(self, witness: Path) -> None:
+        self.witness = witness
+
+    def __reduce__(self):
+        return (Path.write_text, (self.witness, "code ran"))
+
+
+def _with_record(good_run: Path, dst: Path, db: bytes, key: bytes, value: bytes) -> Path:
+    import lmdb
+
+    dst.mkdir(parents=True)
+    shutil.copy(good_run / "data.mdb", dst / "data.mdb")
+    env = lmdb.open(str(dst), max_dbs=64, lock=False)
+    handle = env.open_db(db)  # before the write transaction: opening one takes its own
+    with env.begin(write=True) as txn:
+        txn.put(key, value, db=handle)
+    env.close()
+    return dst
+
+
+def _malformed(good_run: Path, tmp_path: Path) -> dict[str, Path]:
+    import pickle
+
+    from tvis_tui.store import codec, layout
+
+    witness = tmp_path / "witness"
+    pickled = pickle.dumps(_Payload(witness))
+    return {name: _with_record(good_run, tmp_path / "runs" / name, db, key, value) for name, db, key, value in [
+        ("pickled_call", layout.CALLS, codec.u64(2), pickled),
+        ("pickled_meta", layout.META, b"script", pickled),
+        ("not_msgpack", layout.CALLS, codec.u64(2), b"\xc1\xc1"),
+        ("call_is_a_list", layout.CALLS, codec.u64(2), codec.pack([1, 2])),
+        ("step_is_a_number", layout.STEPS, codec.u32(1), codec.pack(7)),
+        ("schema_as_text", layout.META, b"schema_version", codec.pack("1")),
+    ]}
+
+
+def test_a_malformed_record_is_a_one_line_error_and_runs_no_code(good_run, tmp_path):
+    runs = _malformed(good_run, tmp_path)
+    for name, run in runs.items():
+        out = tmp_path / f"{name}.jsonl"
+        proc = _tvis("export", str(run), "-o", str(out))
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (name, proc.stderr)
+        assert proc.stderr.startswith(f"tvis: error: {run}: corrupt run (")
+        assert not out.exists()  # no cut export left behind
+    assert "a malformed call record: ExtraData" in _tvis("export", str(runs["pickled_call"])).stderr
+    assert "its schema version is '1'" in _tvis("export", str(runs["schema_as_text"])).stderr
+    assert not (tmp_path / "witness").exists()
+
+
+def test_ls_lists_runs_with_a_malformed_record_as_unreadable_beside_good_ones(good_run, tmp_path):
+    _malformed(good_run, tmp_path)
+    shutil.copytree(good_run, tmp_path / "runs" / "good")
+    proc = _tvis("ls", str(tmp_path / "runs"))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:] if line.strip()}
+    assert rows["good"].rstrip().endswith("ok")
+    for name in ("pickled_meta", "schema_as_text"):  # ls reads a finished run's meta only
+        assert rows[name].rstrip().endswith("unreadable"), rows
+    assert not (tmp_path / "witness").exists()
+
+
+def test_tui_closes_a_run_found_malformed_while_shown_with_its_reason(good_run, tmp_path):
+    from textual.widgets import DataTable
+
+    from tvis_tui.app import make_app
+    from tvis_tui.screens.run_picker import RunPickerScreen
+
+    runs = _malformed(good_run, tmp_path)
+    bad = runs["pickled_call"]
+
+    async def through_the_list() -> tuple[object, list[str]]:
+        app = make_app(bad.parent)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            table = app.screen.query_one(DataTable)
+            names = [str(table.get_row_at(r)[0]) for r in range(table.row_count)]
+            table.move_cursor(row=names.index("pickled_call"))
+            await pilot.press("enter")
+            await pilot.pause()
+            await pilot.press("n", "n")  # to call 2, which cannot be read
+            await pilot.pause()
+            return app.screen, [n.message for n in app._notifications]
+
+    screen, notes = asyncio.run(through_the_list())
+    assert isinstance(screen, RunPickerScreen)
+    assert any(n.startswith(f"{bad}: corrupt run (a malformed call record") for n in notes), notes
+
+    async def on_its_own() -> tuple[int | None, str | None]:
+        app = make_app(bad)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            await pilot.press("n", "n")
+            await pilot.pause()
+        return app.return_code, app.damage
+
+    code, damage = asyncio.run(on_its_own())
+    assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed call record")
+    assert not (tmp_path / "witness").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from tvis_tui.errors import TvisError
 from tvis_tui.widgets.picture import ENV, METHODS
 
 
@@ -24,5 +25,7 @@ def main(args: argparse.Namespace) -> int:
     app = make_app(args.path, start=args.call)
     choose(args.images or default_method())  # asks the terminal: before Textual owns it
     app.run()
+    if app.damage is not None:  # a run opened on its own found damaged while shown
+        raise TvisError(app.damage)
     return app.return_code or 0  # 1 when the app failed (Textual printed why)
 

@@ -14,7 +14,7 @@ sightings of further distinct bindings past the cap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from tvis_tui.store import codec, layout
 
@@ -61,15 +61,20 @@ def from_wire(line: int, data: dict[str, Any]) -> LineRecord:
 class _Scanner(Protocol):
     def scan(self, db: bytes, start: bytes = b"", stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]: ...
 
+    def decode(self, raw: bytes, as_record: Callable[[Any], Any], what: str) -> Any: ...
+
 
 def records(reader: _Scanner, file_id: int, step: int) -> list[LineRecord]:
     """The line records of one file in one step, by line."""
     rows = reader.scan(LINES, line_key(file_id, step, 0), line_key(file_id, step + 1, 0))
-    return [from_wire(codec.from_u32(key[8:12]), codec.unpack(value)) for key, value in rows]
+    return [_record(reader, key, value) for key, value in rows]
 
 
 def all_records(reader: _Scanner) -> Iterator[tuple[int, int, LineRecord]]:
     """(file id, step, record) for every line record of a run, in key order."""
     for key, value in reader.scan(LINES):
-        yield (codec.from_u32(key[:4]), codec.from_u32(key[4:8]),
-               from_wire(codec.from_u32(key[8:12]), codec.unpack(value)))
+        yield codec.from_u32(key[:4]), codec.from_u32(key[4:8]), _record(reader, key, value)
+
+
+def _record(reader: _Scanner, key: bytes, value: bytes) -> LineRecord:
+    return reader.decode(value, lambda data: from_wire(codec.from_u32(key[8:12]), data), "line")

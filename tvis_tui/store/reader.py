@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import lmdb
 import numpy as np
@@ -21,6 +21,12 @@ from tvis_tui.store.lines import LineShape
 from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Site, Slot, StepRecord
 
 _ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
+
+T = TypeVar("T")
+
+_MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+"""What unpacking a damaged value, or making a record of data of the wrong shape, raises
+(msgpack's errors and UnicodeDecodeError are ValueErrors)."""
 
 
 class RunReader:
@@ -58,6 +64,8 @@ class RunReader:
         version = self.meta().get("schema_version")
         if version is None:
             raise TvisError(f"{self.path}: not a tvis run (no schema version)")
+        if type(version) is not int:
+            raise TvisError(f"{self.path}: corrupt run (its schema version is {version!r})")
         if version > layout.SCHEMA_VERSION:
             raise TvisError(
                 f"{self.path}: recorded with store schema {version}; this tvis reads up to "
@@ -130,7 +138,18 @@ class RunReader:
 
     def get_record(self, db: bytes, key: bytes) -> Any:
         raw = self.get_raw(db, key)
-        return None if raw is None else codec.unpack(raw)
+        return None if raw is None else self.decode(raw)
+
+    def decode(self, raw: bytes, as_record: Callable[[Any], T] = lambda data: data, what: str = "") -> T:
+        """One stored value, unpacked (and made a record by `as_record`). A malformed one
+        (bit rot, or a run made by hand) is a TvisError: one line for the user, never a
+        traceback, and never code run (the codec reads MessagePack's data types only)."""
+        try:
+            return as_record(codec.unpack(raw))
+        except _MALFORMED as exc:
+            detail = type(exc).__name__ + (f": {_first_line(exc)}" if str(exc) else "")
+            raise TvisError(f"{self.path}: corrupt run (a malformed {what or 'stored'} record: "
+                            f"{detail})") from None
 
     def scan(self, db: bytes, start: bytes = b"", stop: bytes | None = None, *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
@@ -154,13 +173,13 @@ class RunReader:
     # -- metadata and sources ------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
-        return {k.decode(): codec.unpack(v) for k, v in self.scan(layout.META)}
+        return {k.decode(errors="replace"): self.decode(v, what="meta") for k, v in self.scan(layout.META)}
 
     def file_path(self, file_id: int) -> str:
         path = self._files.get(file_id)
         if path is None:
             raw = self.get_raw(layout.FILES, codec.u32(file_id))
-            path = raw.decode() if raw is not None else f"<file {file_id}>"
+            path = raw.decode(errors="replace") if raw is not None else f"<file {file_id}>"
             self._files[file_id] = path
         return path
 
@@ -171,16 +190,16 @@ class RunReader:
             if known == path:
                 return fid
         for key, value in self.scan(layout.FILES):
-            self._files[codec.from_u32(key)] = value.decode()
+            self._files[codec.from_u32(key)] = value.decode(errors="replace")
         return next((fid for fid, known in self._files.items() if known == path), None)
 
     def files(self) -> list[str]:
-        return [v.decode() for _, v in self.scan(layout.FILES)]
+        return [v.decode(errors="replace") for _, v in self.scan(layout.FILES)]
 
     def source(self, path: str) -> str | None:
         """The text of `path` as it was when the run was recorded."""
         for key, value in self.scan(layout.FILES):
-            if value.decode() == path:
+            if value.decode(errors="replace") == path:
                 raw = self.get_raw(layout.SOURCES, key)
                 return None if raw is None else raw.decode(errors="replace")
         return None
@@ -198,8 +217,8 @@ class RunReader:
         return self.entries(layout.CALLS)
 
     def _call(self, seq: int) -> CallRecord | None:
-        data = self.get_record(layout.CALLS, codec.u64(seq))
-        return None if data is None else self._decode_call(data)
+        raw = self.get_raw(layout.CALLS, codec.u64(seq))
+        return None if raw is None else self.decode(raw, self._decode_call, "call")
 
     def _decode_call(self, data: dict[str, Any]) -> CallRecord:
         for name in ("call_site", "def_site"):
@@ -213,7 +232,7 @@ class RunReader:
     def calls(self, first: int, last: int) -> list[CallRecord]:
         """Calls with first <= seq <= last, in order."""
         return [
-            self._decode_call(codec.unpack(v))
+            self.decode(v, self._decode_call, "call")
             for _, v in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1))
         ]
 
@@ -260,7 +279,7 @@ class RunReader:
         for key, value in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1), reverse=reverse):
             if quick and quick not in value.lower():
                 continue
-            data = codec.unpack(value)
+            data = self.decode(value, as_map, "call")
             if needle in str(data.get("name", "")).lower() or needle in str(data.get("type", "")).lower():
                 yield codec.from_u64(key)
 
@@ -297,7 +316,7 @@ class RunReader:
         else:
             code = _ROLE_CODES[role]
             start, stop = codec.slot_key(seq, code, 0), codec.slot_key(seq, code + 1, 0)
-        return [Slot.from_wire(codec.unpack(v)) for _, v in self.scan(layout.SLOTS, start, stop)]
+        return [self.decode(v, Slot.from_wire, "slot") for _, v in self.scan(layout.SLOTS, start, stop)]
 
     def values(self, seq: int, slot: Slot) -> np.ndarray | None:
         """The stored values of a tensor slot, or None when they were not captured."""
@@ -330,22 +349,22 @@ class RunReader:
         open (a run killed mid-step, or a step begun just before the script ended)."""
         count = self.entries(layout.STEPS)
         for _, value in self.scan(layout.STEPS, reverse=True):
-            if not StepRecord.from_wire(codec.unpack(value)).complete:
+            if not self.decode(value, StepRecord.from_wire, "step").complete:
                 count -= 1
             break
         return count
 
     def steps(self) -> list[StepRecord]:
-        return [StepRecord.from_wire(codec.unpack(v)) for _, v in self.scan(layout.STEPS)]
+        return [self.decode(v, StepRecord.from_wire, "step") for _, v in self.scan(layout.STEPS)]
 
     def step(self, step: int) -> StepRecord | None:
-        data = self.get_record(layout.STEPS, codec.u32(step))
-        return None if data is None else StepRecord.from_wire(data)
+        raw = self.get_raw(layout.STEPS, codec.u32(step))
+        return None if raw is None else self.decode(raw, StepRecord.from_wire, "step")
 
     def phases(self, step: int) -> list[PhaseSpan]:
         """The phase spans of a step, in order (data, forward, loss, backward, ...)."""
         rows = self.scan(layout.PHASES, codec.phase_key(step, 0), codec.phase_key(step + 1, 0))
-        return [PhaseSpan.from_wire(codec.unpack(v)) for _, v in rows]
+        return [self.decode(v, PhaseSpan.from_wire, "phase") for _, v in rows]
 
     def phase_steps(self) -> list[int]:
         """Step numbers that hold at least one call (the last may still be open)."""
@@ -402,3 +421,10 @@ def _range(cursor: Any, start: bytes, stop: bytes | None, reverse: bool) -> Iter
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def as_map(data: Any) -> dict[str, Any]:
+    """`data` if it is a record's field map (the stored form of every record)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a {type(data).__name__}, not a map")
+    return data
