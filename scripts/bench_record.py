@@ -1,7 +1,7 @@
 """Recording overhead and timing truth on the bundled examples, plain vs under tvis.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_record.py [--steps 30] [--rounds 3]
-        [--examples cnn,lm] [--breakdown]
+        [--examples cnn,lm] [--breakdown] [--script-args '--batch-size 128']
 
 For the bundled CNN (examples/image_classifier) and char LM (examples/char_lm), in one
 process, alternating runs to spread machine noise:
@@ -53,6 +53,13 @@ no change); a standalone loop with no tvis at all shows it: running `summarize`,
 busy Python, between the conv/bn/relu ops of one Block makes those ops themselves 10-20%
 slower (6.1-6.3 -> 6.7-7.7 ms), the caches and branch predictors they find being colder.
 
+The ratios depend on the step's size: tvis's work per call is mostly fixed, and the bundled
+examples' steps are tiny (10-20 ms). `--script-args '--batch-size 128'` runs both examples
+with four times the batch (Dec 2026, this VM, one round of 12 steps): cnn everything on 2.11x
+(target met), summary 2.21x, summary without grads 1.58x, recorded/plain step 1.22 / 1.33 /
+1.04; lm 2.92x / 2.63x / 2.66x, recorded/plain 1.71 / 1.60 / 1.73. A model whose calls each
+do more work costs less again.
+
 `--breakdown` adds one instrumented run of each example in summary mode: where tvis's own
 time goes (summaries, following memory through backward on CPU, the rest of its hooks).
 `--sync-writer` commits the store from the hooks instead of the writer thread (a
@@ -66,6 +73,7 @@ from __future__ import annotations
 import argparse
 import os
 import runpy
+import shlex
 import shutil
 import statistics
 import sys
@@ -207,9 +215,9 @@ class WriterBacklog:
         return (self.held[-1] - self.held[1]) / (len(self.held) - 2) if len(self.held) > 2 else 0.0
 
 
-def run_plain(script: Path, steps: int) -> Timings:
+def run_plain(script: Path, argv: tuple[str, ...]) -> Timings:
     saved = sys.argv
-    sys.argv = [str(script), "--max-steps", str(steps)]
+    sys.argv = [str(script), *argv]
     try:
         with PlainClock() as clock:
             runpy.run_path(str(script), run_name="__main__")
@@ -228,8 +236,8 @@ class Recorded:
     backlog_growth: float  # bytes per step the writer fell behind
 
 
-def run_recorded(script: Path, steps: int, out: str, capture: CaptureOptions) -> Recorded:
-    target = Target(str(script), ("--max-steps", str(steps)))
+def run_recorded(script: Path, argv: tuple[str, ...], out: str, capture: CaptureOptions) -> Recorded:
+    target = Target(str(script), argv)
     with WriterBacklog() as backlog:
         intervals = step_intervals(
             lambda: record(target, Options(out_dir=out, name="bench", capture=capture)), backlog.sample)
@@ -259,18 +267,21 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def bench_example(name: str, script: Path, steps: int, rounds: int, out: str) -> None:
+def bench_example(name: str, script: Path, steps: int, extra: tuple[str, ...], rounds: int,
+                  out: str) -> None:
+    argv = ("--max-steps", str(steps), *extra)
     plain = Timings()
     recorded: dict[str, list[Recorded]] = {k: [] for k in CONFIGS}
     for i in range(rounds):
-        t = run_plain(script, steps)
+        t = run_plain(script, argv)
         plain.step += t.step[1:]
         plain.forward += t.forward[1:]
         plain.backward += t.backward[1:]
         for label, (capture, _) in CONFIGS.items():
-            recorded[label].append(run_recorded(script, steps, os.path.join(out, f"{name}-{label}-{i}"), capture))
+            recorded[label].append(run_recorded(script, argv, os.path.join(out, f"{name}-{label}-{i}"), capture))
     base = median_ms(plain.step)
-    lines = [f"{name} ({script.relative_to(ROOT)}), {rounds} x {steps} steps each way: "
+    lines = [f"{name} ({script.relative_to(ROOT)}{''.join(' ' + a for a in extra)}), "
+             f"{rounds} x {steps} steps each way: "
              f"plain step {base:.2f} ms (forward {median_ms(plain.forward):.2f}, "
              f"backward {median_ms(plain.backward):.2f})"]
     for label, (_, target) in CONFIGS.items():
@@ -301,7 +312,7 @@ def bench_example(name: str, script: Path, steps: int, rounds: int, out: str) ->
     sys.__stdout__.flush()
 
 
-def breakdown(script: Path, steps: int, out: str) -> dict[str, float]:
+def breakdown(script: Path, steps: int, extra: tuple[str, ...], out: str) -> dict[str, float]:
     """Milliseconds per step of tvis's own work, by kind (one instrumented run, summary
     mode without lines: the mode whose target is furthest)."""
     spent = {"tensor summaries": 0, "backward memory (graph walk, node hooks)": 0, "other hook work": 0}
@@ -336,7 +347,8 @@ def breakdown(script: Path, steps: int, out: str) -> dict[str, float]:
     WriterThread._drain = timed_drain
     undo.append(lambda: setattr(WriterThread, "_drain", original_drain))
     try:
-        run_recorded(script, steps, out, CaptureOptions(capture="summary", lines=False))
+        run_recorded(script, ("--max-steps", str(steps), *extra), out,
+                     CaptureOptions(capture="summary", lines=False))
     finally:
         for step in reversed(undo):
             step()
@@ -364,9 +376,12 @@ def main() -> int:
                         help="alternate plain and recorded runs this many times (noise)")
     parser.add_argument("--examples", default="cnn,lm", help="comma-separated: cnn, lm")
     parser.add_argument("--breakdown", action="store_true", help="where tvis's time goes")
+    parser.add_argument("--script-args", default="", metavar="ARGS",
+                        help="more arguments for each example, e.g. '--batch-size 128' (a bigger step)")
     parser.add_argument("--sync-writer", action="store_true",
                         help="diagnostic: write from the hooks, not the writer thread")
     args = parser.parse_args()
+    extra = tuple(shlex.split(args.script_args))
     if args.sync_writer:
         write_synchronously()
     sys.__stdout__.write(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, torch {torch.__version__}"
@@ -377,9 +392,9 @@ def main() -> int:
         real_stderr, sys.stderr = sys.stderr, devnull
         try:
             for name in args.examples.split(","):
-                bench_example(name, EXAMPLES[name], args.steps, args.rounds, out)
+                bench_example(name, EXAMPLES[name], args.steps, extra, args.rounds, out)
             for name in args.examples.split(",") if args.breakdown else ():
-                where = breakdown(EXAMPLES[name], args.steps, os.path.join(out, f"instrumented-{name}"))
+                where = breakdown(EXAMPLES[name], args.steps, extra, os.path.join(out, f"instrumented-{name}"))
                 real_stdout.write(f"tvis's own time per {name} step (summary, no lines): " +
                                   ", ".join(f"{k} {v:.2f} ms" for k, v in where.items()) + "\n")
         finally:
