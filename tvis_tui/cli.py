@@ -56,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code = int(args._main(args) or 0)
-        sys.stdout.flush()  # here, where a full disk under `> FILE` can still be reported
+        if sys.stdout is not None and not sys.stdout.closed:  # a recorded script may close it
+            sys.stdout.flush()  # here, where a full disk under `> FILE` can still be reported
         return code
     except TvisError as exc:
         print(f"tvis: error: {exc}", file=sys.stderr)

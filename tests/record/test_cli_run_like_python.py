@@ -105,6 +105,21 @@ def test_recursion_that_fits_under_python_fits_under_tvis_and_the_limit_reads_th
     assert "fits 290" in under_tvis.stdout and "ValueError" in under_tvis.stdout
 
 
+def test_a_script_that_closes_its_streams_and_raises_is_recorded_as_crashed(tmp_path):
+    write_script(tmp_path, """
+        import sys
+        sys.stdout.close()
+        sys.stderr.close()
+        raise ValueError("after close")
+    """, "train.py")
+    proc = tvis_command("run", "--out", "runs", "--name", "c", "train.py", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == "tvis: train.py:5: ValueError: after close (run saved to runs/c)"
+    with RunReader(tmp_path / "runs" / "c") as run:
+        meta = run.meta()
+    assert (meta["status"], meta["exit_status"], meta["exception"]) == ("crashed", 1, "ValueError: after close")
+
+
 def test_module_and_folder_targets_run_from_the_current_folder(tmp_path):
     write_script(tmp_path, "", "pkg/__init__.py")
     write_script(tmp_path, "import sys; print('mod', sys.argv[1:])", "pkg/mod.py")

@@ -242,6 +242,7 @@ def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
     """sys.exit(): 0 or None is a clean end; any other code ended the script early, as
     an exception would have, and the run says where (`x` in the viewer shows it)."""
     code = exc.code
+    _usable_stderr()
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)  # python prints a non-integer code and exits with 1
     # As the process's exit status: True is 1, and the OS keeps the low byte (256 is 0).
@@ -293,9 +294,20 @@ def _user_traceback(tb: Any) -> Any:
     return shown
 
 
+def _usable_stderr() -> None:
+    """A script may close or drop sys.stderr before it ends: tvis still reports on fd 2
+    (where python would print nothing), and the crash still goes into the run."""
+    if sys.stderr is None or getattr(sys.stderr, "closed", False):
+        try:
+            sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+        except OSError:
+            sys.stderr = open(os.devnull, "w")
+
+
 def _show_uncaught(exc: BaseException) -> str:
     """Print `exc` as python prints an uncaught exception (through the script's own
     `sys.excepthook` if it set one); returns the traceback text."""
+    _usable_stderr()
     text = _shown_as_python_would(exc)
     if sys.excepthook is sys.__excepthook__:
         sys.stderr.write(text)
@@ -341,6 +353,7 @@ LOW_SPACE_BYTES = 256 << 20
 
 def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
             writer: WriterThread) -> None:
+    _usable_stderr()  # a script that closed it and ended well
     where = _display(str(path))
     for warning in warnings[:SHOWN_WARNINGS]:
         print(f"tvis: warning: {warning}", file=sys.stderr)
