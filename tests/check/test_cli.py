@@ -99,7 +99,7 @@ def test_fail_on_threshold(script, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--fail-on", "fatal"], ["--select", "TV999"],
-                                  ["--explain", "TV999"], ["--format", "markdown"],
+                                  ["--explain", "TV999"], ["--explain", ""], ["--format", "markdown"],
                                   ["--select", ","], ["--ignore", " , "]])
 def test_usage_errors_exit_2_with_one_line(script, capsys, argv):
     code, _, err = run(capsys, *argv, script)

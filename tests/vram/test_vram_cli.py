@@ -97,6 +97,7 @@ def test_gpu_memory_flag_sets_usable_memory(script, capsys):
 
 @pytest.mark.parametrize("argv, needle", [
     (["--gpu", "voodoo5"], "unknown GPU 'voodoo5'"),
+    (["--gpu", ""], "unknown GPU ''"),  # not the default GPU, silently
     (["--gpu-memory", "lots"], "cannot read memory size 'lots'"),
     (["--params", "many"], "--params 'many'"),
     (["--optimizer", "adamx"], "--optimizer 'adamx': unknown; one of sgd, sgd-momentum"),

@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     from tvis_tui.check.registry import all_rules, rule_by_id, select_rules
     from tvis_tui.errors import TvisError
 
-    if args.explain:
+    if args.explain is not None:  # "" is an id no rule has, not "no --explain"
         print(docs.explain(rule_by_id(args.explain)), end="")
         return 0
     if args.list_rules:

@@ -81,7 +81,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.gpu and args.gpu_memory:
         raise TvisError("give --gpu or --gpu-memory, not both")
-    gpu = custom_gpu(parse_size(args.gpu_memory)) if args.gpu_memory else find_gpu(args.gpu or DEFAULT_GPU)
+    named = DEFAULT_GPU if args.gpu is None else args.gpu  # `--gpu ""` is no GPU's name
+    gpu = custom_gpu(parse_size(args.gpu_memory)) if args.gpu_memory else find_gpu(named)
     _positive("--batch-size", args.batch_size)
     _positive("--seq-len", args.seq_len)
     if args.trace:
