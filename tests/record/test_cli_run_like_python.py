@@ -153,6 +153,9 @@ def test_every_kind_of_target_sees_the_globals_python_gives_it(tmp_path):
     (["--name", "a/b", "t.py"], "--name 'a/b': must be a plain folder name (no '/'; use --out for the folder)"),
     (["--name", "..", "t.py"], "--name '..': must be a plain folder name (no '/'; use --out for the folder)"),
     (["--out", "runs/r", "t.py"], "--out runs/r: is a run folder; give the folder that holds runs"),
+    (["--out", "", "t.py"], "--out '': give a folder (--out . for the current one)"),
+    (["--name", "two\nlines", "t.py"],
+     "--name 'two\\nlines': must be printable (no newline, tab or control character)"),
 ])
 def test_a_target_or_option_that_cannot_run_is_one_line_and_leaves_no_run(tmp_path, args, message):
     write_script(tmp_path, "print('ran')", "t.py")
@@ -193,6 +196,17 @@ def test_a_script_that_fails_reads_as_under_python_and_is_recorded_as_crashed(tm
     assert last == f"tvis: {summary} (run saved to runs/b)"
     with RunReader(tmp_path / "runs" / "b") as run:
         assert (run.meta()["status"], run.meta()["exit_status"]) == ("crashed", 1)
+
+
+def test_a_long_exception_message_is_shortened_in_the_summary_and_kept_whole_in_the_run(tmp_path):
+    write_script(tmp_path, "raise ValueError('x' * 100_000)\n", "bad.py")
+    proc = tvis_command("run", "--out", "runs", "--name", "b", "bad.py", cwd=tmp_path)
+    assert proc.returncode == 1
+    summary = proc.stderr.splitlines()[-1]
+    assert summary.startswith("tvis: bad.py:1: ValueError: xxx") and summary.endswith("x… (run saved to runs/b)")
+    assert len(summary) < 400
+    with RunReader(tmp_path / "runs" / "b") as run:
+        assert run.meta()["exception"] == "ValueError: " + "x" * 100_000
 
 
 def test_a_warning_made_an_error_reads_as_under_python(tmp_path):

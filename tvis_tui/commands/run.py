@@ -76,11 +76,15 @@ def _check_name(name: str | None) -> None:
     """A run's name is one folder inside --out: `tvis ls OUT` must find it there."""
     if name is not None and (not name or name in (".", "..") or "/" in name or os.sep in name):
         raise TvisError(f"--name {name!r}: must be a plain folder name (no '/'; use --out for the folder)")
+    if name is not None and not name.isprintable():  # a newline would cut `tvis ls`'s table row
+        raise TvisError(f"--name {name!r}: must be printable (no newline, tab or control character)")
 
 
 def _check_out(out: str) -> None:
     """Runs go beside each other; one inside another run's folder would be listed by nobody."""
     from tvis_tui.store.runs import is_run
 
+    if not out:  # not "the current folder": that is `--out .`
+        raise TvisError("--out '': give a folder (--out . for the current one)")
     if is_run(Path(out)):
         raise TvisError(f"--out {out}: is a run folder; give the folder that holds runs")

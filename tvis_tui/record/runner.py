@@ -235,7 +235,15 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     recorder.abandon(exc)
     outcome.set("crashed", 1, exception=exception, traceback=text, failing_seq=failing,
                 failing_site=f"{site.file}:{site.line}" if site else None)
-    outcome.summary = f"{where}{exception}"
+    outcome.summary = f"{where}{_shortened(exception)}"
+
+
+SUMMARY_CHARS = 300
+"""The failure as tvis's one-line summary shows it at most; the run keeps all of it."""
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
 
 
 def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
