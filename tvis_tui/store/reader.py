@@ -136,9 +136,11 @@ class RunReader:
         except lmdb.Error as exc:
             raise self._corrupt(exc) from None
 
-    def get_record(self, db: bytes, key: bytes) -> Any:
+    def get_record(self, db: bytes, key: bytes, as_record: Callable[[Any], T] = lambda data: data,
+                   what: str = "") -> T | None:
+        """The value at `key`, decoded as `decode` does; None when there is none."""
         raw = self.get_raw(db, key)
-        return None if raw is None else self.decode(raw)
+        return None if raw is None else self.decode(raw, as_record, what)
 
     def decode(self, raw: bytes, as_record: Callable[[Any], T] = lambda data: data, what: str = "") -> T:
         """One stored value, unpacked (and made a record by `as_record`). A malformed one
@@ -217,8 +219,7 @@ class RunReader:
         return self.entries(layout.CALLS)
 
     def _call(self, seq: int) -> CallRecord | None:
-        raw = self.get_raw(layout.CALLS, codec.u64(seq))
-        return None if raw is None else self.decode(raw, self._decode_call, "call")
+        return self.get_record(layout.CALLS, codec.u64(seq), self._decode_call, "call")
 
     def _decode_call(self, data: dict[str, Any]) -> CallRecord:
         for name in ("call_site", "def_site"):
@@ -358,8 +359,7 @@ class RunReader:
         return [self.decode(v, StepRecord.from_wire, "step") for _, v in self.scan(layout.STEPS)]
 
     def step(self, step: int) -> StepRecord | None:
-        raw = self.get_raw(layout.STEPS, codec.u32(step))
-        return None if raw is None else self.decode(raw, StepRecord.from_wire, "step")
+        return self.get_record(layout.STEPS, codec.u32(step), StepRecord.from_wire, "step")
 
     def phases(self, step: int) -> list[PhaseSpan]:
         """The phase spans of a step, in order (data, forward, loss, backward, ...)."""

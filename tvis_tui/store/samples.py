@@ -60,8 +60,7 @@ def batches(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
 
 
 def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
-    raw = reader.get_raw(BATCHES, codec.u64(seq))
-    return None if raw is None else reader.decode(raw, as_map, "batch")
+    return reader.get_record(BATCHES, codec.u64(seq), as_map, "batch")
 
 
 def samples(reader: RunReader, batch_seq: int) -> list[dict[str, Any]]:
@@ -105,8 +104,7 @@ def tokenizer_calls(reader: RunReader, step: int | None = None) -> list[dict[str
 
 
 def predictions(reader: RunReader, step: int) -> dict[str, Any] | None:
-    raw = reader.get_raw(PREDICTIONS, codec.u32(step))
-    return None if raw is None else reader.decode(raw, as_map, "prediction")
+    return reader.get_record(PREDICTIONS, codec.u32(step), as_map, "prediction")
 
 
 def all_predictions(reader: RunReader) -> list[dict[str, Any]]:
