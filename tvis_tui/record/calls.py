@@ -236,9 +236,15 @@ class CallLog:
         handled = sys.exc_info()[1]
         error = handled if handled is not None and not isinstance(handled, Exception) else Interrupted(
             "left by an exception no hook saw (a KeyboardInterrupt or SystemExit the script caught)")
-        ended = time.perf_counter_ns()
-        while len(stack) > left:
-            self.close(stack[-1], ended, error=error, extra={"unfinished": True})
+        self.close_above(left, time.perf_counter_ns(), error)
+
+    def close_above(self, depth: int, ended_ns: int, error: BaseException | None) -> None:
+        """Close this thread's open calls above the first `depth`, innermost first, as
+        unfinished: no hook or tracer is left to close them, and every later call would
+        nest in them."""
+        stack = self._thread.stack
+        while len(stack) > depth:
+            self.close(stack[-1], ended_ns, error=error, extra={"unfinished": True})
 
     def innermost(self, owner: int) -> OpenCall | None:
         """The innermost open call if it belongs to `owner` (else None: a pre-hook was

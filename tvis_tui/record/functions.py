@@ -281,8 +281,7 @@ class FunctionTracer:
         later call would nest in it."""
         self.failed = True
         try:
-            while len(stack) > depth:
-                self.log.close(stack[-1], time.perf_counter_ns(), error=exc, extra={"unfinished": True})
+            self.log.close_above(depth, time.perf_counter_ns(), exc)
             self.warn(exc)
         except Exception:  # out of frames again: the stack as it was, at least
             del stack[depth:]
