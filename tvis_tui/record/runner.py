@@ -37,6 +37,7 @@ from tvis_tui.store.reader import RunReader
 from tvis_tui.store.records import Site
 from tvis_tui.store.runs import claim_run_path
 from tvis_tui.store.writer import RunWriter
+from tvis_tui.text import cut
 
 
 PENDING_BYTES = 1 << 20
@@ -235,15 +236,11 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     recorder.abandon(exc)
     outcome.set("crashed", 1, exception=exception, traceback=text, failing_seq=failing,
                 failing_site=f"{site.file}:{site.line}" if site else None)
-    outcome.summary = f"{where}{_shortened(exception)}"
+    outcome.summary = f"{where}{cut(exception, SUMMARY_CHARS)}"
 
 
 SUMMARY_CHARS = 300
 """The failure as tvis's one-line summary shows it at most; the run keeps all of it."""
-
-
-def _shortened(text: str) -> str:
-    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS - 1] + "…"
 
 
 def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:

@@ -17,6 +17,7 @@ import torch
 
 from tvis_tui.record.stats import Summary, summarize
 from tvis_tui.store.records import Slot
+from tvis_tui.text import cut
 
 MAX_DEPTH = 4
 """Nesting deeper than this is shown as a repr; real model outputs are shallower."""
@@ -81,7 +82,7 @@ def short_repr(value: Any) -> str:
     else:
         # A user __repr__ may be slow or raise; the type name is always safe.
         text = f"<{type(value).__module__}.{type(value).__qualname__}>"
-    return text if len(text) <= REPR_CHARS else text[: REPR_CHARS - 1] + "…"
+    return cut(text, REPR_CHARS)
 
 
 class SlotMaker:

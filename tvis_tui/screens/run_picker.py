@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 from tvis_tui.errors import TvisError
 from tvis_tui.store.listing import human_bytes
 from tvis_tui.store.runs import UNREADABLE, RunSummary, find_runs
+from tvis_tui.text import cut
 from tvis_tui.widgets.row_table import RowTable
 
 STATUS_STYLES = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan"}
@@ -110,11 +111,7 @@ def _cells(run: RunSummary) -> list[Text]:
     size = Text(human_bytes(run.size_bytes), justify="right")
     if run.status == UNREADABLE:
         return [Text(run.path.name), Text(run.status, style="bold red"),
-                Text(_cut(run.reason or "", REASON_WIDTH), style="red"), Text(""), Text(""), Text(""), size]
+                Text(cut(run.reason or "", REASON_WIDTH), style="red"), Text(""), Text(""), Text(""), size]
     return [Text(run.path.name), Text(run.status_text, style=STATUS_STYLES.get(run.status, "")),
             Text(script_label(run.script)), Text(run.started.replace("T", " ")[:19]),
             Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"), size]
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
