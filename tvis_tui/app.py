@@ -45,6 +45,12 @@ class TvisApp(App[None]):
             while self.screen is not shown[0]:
                 self.pop_screen()
             self.pop_screen()
+        self._damaged(damage)
+
+    def _damaged(self, damage: TvisError) -> None:
+        """Says why a run could not be shown: beside the run list, or on leaving the app
+        when the run was opened on its own (`tvis tui RUN`: exit 2)."""
+        if self.runs is not None:
             self.notify(str(damage), severity="error", markup=False, timeout=10)
         else:
             self.damage = str(damage)
@@ -82,7 +88,13 @@ class TvisApp(App[None]):
         except TvisError as exc:
             self.notify(str(exc), severity="error", markup=False)
             return
-        self.push_screen(DebuggerScreen(reader, start=start))
+        try:  # it reads the run's steps: a malformed one is found here
+            screen = DebuggerScreen(reader, start=start)
+        except TvisError as exc:
+            reader.close()
+            self._damaged(exc)
+            return
+        self.push_screen(screen)
 
 
 def make_app(path: str | Path, *, start: int | None = None) -> TvisApp:

@@ -366,3 +366,104 @@ def test_tui_closes_a_run_found_malformed_while_shown_with_its_reason(good_run, 
     code, damage = asyncio.run(on_its_own())
     assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed call record")
     assert not (tmp_path / "witness").exists()
+
+
+# -- 10: a well-formed record whose fields have the wrong types -------------------------
+
+_CALL = {"seq": 2, "parent": 0, "depth": 0, "step": 1, "phase": "forward", "kind": "module", "name": "m2"}
+_STEP = {"step": 1, "first_seq": 1, "last_seq": 40}
+_SLOT = {"role": "output", "index": 0, "path": "out", "shape": [256], "dtype": "float32",
+         "values_dtype": "float32"}
+
+
+def _mistyped() -> dict[str, tuple[bytes, bytes, dict, str]]:
+    """name -> (database, key, record, what the error names)."""
+    from tvis_tui.store import codec, layout
+
+    call, step, slot = codec.u64(2), codec.u32(1), codec.slot_key(2, 1, 0)
+    return {
+        "call name a number": (layout.CALLS, call, {**_CALL, "name": 5}, "call record: TypeError: field 'name' holds int 5"),
+        "call seq as text": (layout.CALLS, call, {**_CALL, "seq": "2"}, "field 'seq' holds str '2'"),
+        "negative parent": (layout.CALLS, call, {**_CALL, "parent": -3}, "field 'parent' holds int -3"),
+        "step a list": (layout.CALLS, call, {**_CALL, "step": [1]}, "field 'step' holds list [1]"),
+        "no phase": (layout.CALLS, call, {**_CALL, "phase": None}, "field 'phase' holds NoneType None"),
+        "site as text": (layout.CALLS, call, {**_CALL, "call_site": "x.py:3"}, "field 'call_site' holds str"),
+        "site's line as text": (layout.CALLS, call, {**_CALL, "call_site": {"file": "x.py", "line": "a"}},
+                                "field 'line' holds str 'a'"),
+        "site's file id as text": (layout.CALLS, call, {**_CALL, "def_site": ["a", 3]},
+                                   "field 'def_site.file' holds str 'a'"),
+        "lrs as text": (layout.CALLS, call, {**_CALL, "kind": "optimizer", "extra": {"lrs": "abc"}},
+                        "field 'extra.lrs' holds str 'abc'"),
+        "step loss as text": (layout.STEPS, step, {**_STEP, "loss": "x"}, "step record: TypeError: field 'loss'"),
+        "step extra as text": (layout.STEPS, step, {**_STEP, "extra": "x"}, "field 'extra' holds str 'x'"),
+        "step wall time as text": (layout.STEPS, step, {**_STEP, "extra": {"wall_ns": "1 ms"}},
+                                   "field 'extra.wall_ns' holds str '1 ms'"),
+        "phase times a list": (layout.STEPS, step, {**_STEP, "phase_ns": [1]}, "field 'phase_ns' holds list [1]"),
+        "step past its key": (layout.STEPS, step, {**_STEP, "step": 2**32}, "field 'step' holds int 4294967296"),
+        "histogram of text": (layout.SLOTS, slot, {**_SLOT, "hist": ["a"]}, "slot record: TypeError: field 'hist'"),
+        "count as text": (layout.SLOTS, slot, {**_SLOT, "stats": {"numel": "x"}}, "field 'numel' holds str 'x'"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_mistyped()))
+def test_a_field_of_the_wrong_type_is_a_one_line_error_naming_it(good_run, tmp_path, capsys, case):
+    from tvis_tui.store import codec
+
+    db, key, record, says = _mistyped()[case]
+    run = _with_record(good_run, tmp_path / "run", db, key, codec.pack(record))
+    assert main(["export", str(run), "-o", str(tmp_path / "out.jsonl")]) == 2
+    err = _one_error_line(capsys)
+    assert err.startswith(f"tvis: error: {run}: corrupt run (a malformed ") and says in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("slot, says", [
+    ({**_SLOT, "values_dtype": "object"}, "values of dtype 'object'"),
+    ({**_SLOT, "shape": [7]}, "cannot reshape"),
+    ({**_SLOT, "values_dtype": "no-such-dtype"}, "TypeError"),
+    ({**_SLOT, "values_from": [1, "no-such-role", 0]}, "KeyError: 'no-such-role'"),
+])
+def test_stored_values_that_do_not_fit_their_slot_are_a_corrupt_run(good_run, tmp_path, slot, says):
+    from tvis_tui.errors import TvisError
+    from tvis_tui.store import RunReader, codec, layout
+
+    run = _with_record(good_run, tmp_path / "run", layout.SLOTS, codec.slot_key(2, 1, 0), codec.pack(slot))
+    with RunReader(run) as reader:
+        (read,) = reader.slots(2)
+        with pytest.raises(TvisError, match="corrupt run") as caught:
+            reader.values(2, read)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_tui_shows_why_a_run_with_a_malformed_step_cannot_be_opened(good_run, tmp_path):
+    """The step records are read as the run opens (before its screen is shown)."""
+    from textual.widgets import DataTable
+
+    from tvis_tui.app import make_app
+    from tvis_tui.screens.run_picker import RunPickerScreen
+    from tvis_tui.store import codec, layout
+
+    bad = _with_record(good_run, tmp_path / "runs" / "bad", layout.STEPS, codec.u32(1),
+                       codec.pack({**_STEP, "loss": "x"}))
+
+    async def on_its_own() -> tuple[int | None, str | None]:
+        app = make_app(bad)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+        return app.return_code, app.damage
+
+    code, damage = asyncio.run(on_its_own())
+    assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed step record: TypeError: field 'loss'")
+
+    async def from_the_list() -> tuple[object, list[str]]:
+        app = make_app(bad.parent)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            assert app.screen.query_one(DataTable).row_count == 1
+            await pilot.press("enter")
+            await pilot.pause()
+            return app.screen, [n.message for n in app._notifications]
+
+    screen, notes = asyncio.run(from_the_list())
+    assert isinstance(screen, RunPickerScreen)
+    assert any(n.startswith(f"{bad}: corrupt run (a malformed step record") for n in notes), notes

@@ -8,6 +8,7 @@ can be read at the same time: the reader sees what was committed, and more after
 from __future__ import annotations
 
 import os
+import struct
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -17,16 +18,19 @@ import numpy as np
 
 from tvis_tui.errors import TvisError
 from tvis_tui.store import codec, layout, lines
+from tvis_tui.store.field_types import U32, check_for, wrong_type
 from tvis_tui.store.lines import LineShape
-from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Site, Slot, StepRecord
+from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Slot, StepRecord
 
 _ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
+_IS_FILE_ID = check_for(U32)
 
 T = TypeVar("T")
 
-_MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+_MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, struct.error)
 """What unpacking a damaged value, or making a record of data of the wrong shape, raises
-(msgpack's errors and UnicodeDecodeError are ValueErrors)."""
+(msgpack's errors and UnicodeDecodeError are ValueErrors; a key made of a field that does
+not fit it, struct.error)."""
 
 
 class RunReader:
@@ -149,9 +153,11 @@ class RunReader:
         try:
             return as_record(codec.unpack(raw))
         except _MALFORMED as exc:
-            detail = type(exc).__name__ + (f": {_first_line(exc)}" if str(exc) else "")
-            raise TvisError(f"{self.path}: corrupt run (a malformed {what or 'stored'} record: "
-                            f"{detail})") from None
+            raise self._malformed(what or "stored", exc) from None
+
+    def _malformed(self, what: str, exc: BaseException) -> TvisError:
+        detail = type(exc).__name__ + (f": {_first_line(exc)}" if str(exc) else "")
+        return TvisError(f"{self.path}: corrupt run (a malformed {what} record: {detail})")
 
     def scan(self, db: bytes, start: bytes = b"", stop: bytes | None = None, *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
@@ -225,9 +231,10 @@ class RunReader:
         for name in ("call_site", "def_site"):
             site = data.get(name)
             if isinstance(site, list):
-                data[name] = Site(self.file_path(site[0]), site[1])
-            elif isinstance(site, dict):
-                data[name] = Site(site["file"], site["line"])
+                file_id, line = site
+                if not _IS_FILE_ID(file_id):
+                    raise wrong_type(f"{name}.file", file_id)
+                data[name] = {"file": self.file_path(file_id), "line": line}
         return CallRecord.from_wire(data)
 
     def calls(self, first: int, last: int) -> list[CallRecord]:
@@ -324,11 +331,16 @@ class RunReader:
         if not slot.has_values or slot.shape is None:
             return None
         seq, role, index = slot.values_from or (seq, slot.role, slot.index)
-        raw = self.get_raw(layout.VALUES, codec.slot_key(seq, _ROLE_CODES[role], index))
-        if raw is None:
-            return None
-        dtype = np.dtype(slot.values_dtype).newbyteorder("<")
-        return np.frombuffer(raw, dtype=dtype).reshape(slot.shape)
+        try:
+            raw = self.get_raw(layout.VALUES, codec.slot_key(seq, _ROLE_CODES[role], index))
+            if raw is None:
+                return None
+            dtype = np.dtype(slot.values_dtype).newbyteorder("<")
+            if dtype.kind not in "biufc":  # what the recorder stores; an object array never
+                raise TypeError(f"values of dtype {slot.values_dtype!r}")
+            return np.frombuffer(raw, dtype=dtype).reshape(slot.shape)
+        except _MALFORMED as exc:
+            raise self._malformed("slot", exc) from None
 
     # -- per-line shapes (store/lines.py) ------------------------------------------------
 

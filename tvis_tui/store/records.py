@@ -12,6 +12,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from tvis_tui.store.field_types import U16, U32, U64, Check, Fields, check_for, fields_check, wrong_type
+
 PHASES: tuple[str, ...] = ("data", "forward", "loss", "backward", "optimizer", "no_grad", "other")
 """Phases of a training step, in the order a step usually runs through them. "no_grad":
 model and loss calls made with autograd off outside any other call (an evaluation, a
@@ -37,6 +39,8 @@ class _Wire:
     __slots__ = ()
 
     _nested: ClassVar[dict[str, type]] = {}
+    _extra: ClassVar[Fields] = {}
+    """The `extra` keys readers use, with their types (checked when present)."""
 
     def to_wire(self) -> dict[str, Any]:
         # The fields that hold records are the ones `_nested` names (from_wire decodes by
@@ -60,8 +64,27 @@ class _Wire:
                 value = nested.from_wire(value)
             elif isinstance(value, list) and name in _TUPLE_FIELDS:
                 value = tuple(value)
+            allowed, deep = _checks(cls)
+            if type(value) not in allowed[name] if name in allowed else not deep[name](value):
+                raise wrong_type(name, value)
             kwargs[name] = value
+        extra = kwargs.get("extra", {})
+        for key, check in _extra_checks(cls).items():
+            if key in extra and not check(extra[key]):
+                raise wrong_type(f"extra.{key}", extra[key])
         return cls(**kwargs)
+
+
+@functools.cache
+def _checks(cls: type) -> tuple[dict[str, frozenset[type]], dict[str, Check]]:
+    """Each field's type check (store/field_types.py)."""
+    return fields_check(cls)
+
+
+@functools.cache
+def _extra_checks(cls: type) -> dict[str, Check]:
+    """A check for each `extra` key the class's `_extra` names."""
+    return {key: check_for(hint) for key, hint in cls._extra.items()}
 
 
 _TUPLE_FIELDS = {"shape", "hist", "values_from"}
@@ -72,7 +95,7 @@ class Site(_Wire):
     """A place in a source file. `file` is the path as recorded (absolute)."""
 
     file: str
-    line: int
+    line: U32
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -112,7 +135,7 @@ class Slot(_Wire):
     """
 
     role: str
-    index: int
+    index: U16
     path: str
     repr: str | None = None
     shape: tuple[int, ...] | None = None
@@ -124,7 +147,7 @@ class Slot(_Wire):
     hist_lo: float | None = None
     hist_hi: float | None = None
     values_dtype: str | None = None
-    values_from: tuple[int, str, int] | None = None
+    values_from: tuple[U64, str, U16] | None = None
     ratio: float | None = None  # "update" slots: ‖update‖ / ‖param before the step‖
 
     _nested: ClassVar[dict[str, type]] = {"stats": TensorStats}
@@ -147,10 +170,10 @@ class CallRecord(_Wire):
     is None while the call has not returned (or never did: see `error`).
     """
 
-    seq: int
-    parent: int
+    seq: U64
+    parent: U64
     depth: int
-    step: int
+    step: U32
     phase: str
     kind: str
     name: str
@@ -164,6 +187,8 @@ class CallRecord(_Wire):
     extra: dict[str, Any] = field(default_factory=dict)
 
     _nested: ClassVar[dict[str, type]] = {"call_site": Site, "def_site": Site}
+    _extra: ClassVar[Fields] = {"error_text": str, "backward_ns": int, "lrs": list[float | None],
+                                "no_grad": list[str], "no_grad_count": int}
 
     def closed(self, duration_ns: int, nonfinite_output: bool, error: str | None,
                extra: dict[str, Any]) -> "CallRecord":
@@ -182,9 +207,9 @@ class StepRecord(_Wire):
     ended: "optimizer" (an Optimizer.step() call) or "backward" (no torch.optim in use).
     """
 
-    step: int
-    first_seq: int
-    last_seq: int
+    step: U32
+    first_seq: U64
+    last_seq: U64
     loss: float | None = None
     rule: str = "optimizer"
     phase_ns: dict[str, int] = field(default_factory=dict)
@@ -192,13 +217,20 @@ class StepRecord(_Wire):
     complete: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
+    _extra: ClassVar[Fields] = {
+        "wall_ns": int, "tvis_overhead_ns": int, "phase_clock": str, "peak_method": str,
+        "peak_phase_bytes": dict[str, int], "optimizer_step_skipped": str,
+        "losses": list[float | None], "losses_not_applied": list[int],
+        "per_sample_loss": {"seq": U64, "count": int, "worst": list[tuple[int, float]]},
+    }
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseSpan(_Wire):
     """A maximal run of consecutive calls of one step that share a phase."""
 
-    step: int
-    ordinal: int
+    step: U32
+    ordinal: U16
     phase: str
-    first_seq: int
-    last_seq: int
+    first_seq: U64
+    last_seq: U64
