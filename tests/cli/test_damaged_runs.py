@@ -467,3 +467,112 @@ def test_tui_shows_why_a_run_with_a_malformed_step_cannot_be_opened(good_run, tm
     screen, notes = asyncio.run(from_the_list())
     assert isinstance(screen, RunPickerScreen)
     assert any(n.startswith(f"{bad}: corrupt run (a malformed step record") for n in notes), notes
+
+
+# -- 11: the data half (batches, samples, tokenizer calls, predictions) and line shapes --
+
+_IMAGE = {"shape": [2, 2, 1], "data": bytes(4), "layout": "HW", "lo": 0.0, "hi": 1.0, "stride": 1}
+_ITEM = {"kind": "tuple", "length": 2, "items": [
+    [0, {"kind": "tensor", "shape": [2, 2], "dtype": "float32", "values": bytes(16), "values_dtype": "float32",
+         "image": _IMAGE}],
+    [1, {"kind": "scalar", "value": 3}]]}
+_BATCH = {"seq": 1, "step": 1, "indices": [7], "size": 1, "detailed": 1, "collate": "default_collate",
+          "worker": None, "dataset": "Shapes", "tokens": [], "transforms": []}
+_SAMPLE = {"position": 0, "index": 7, "item": _ITEM,
+           "transforms": [{"attr": "transform", "name": "Compose", "input": {"kind": "text", "text": "a"},
+                           "stages": [{"name": "0:Upper", "value": {"kind": "text", "text": "A"}}]}]}
+_PREDICTION = {"kind": "classes", "names": True, "classes": 2, "rows": 1, "leading": 1, "step": 1,
+               "loss": "CrossEntropyLoss", "loss_seq": 2, "after_seq": 2,
+               "samples": [{"top": [["cat", 0, 0.75], ["dog", 1, 0.25]], "target": "cat", "target_index": 0,
+                            "correct": True}]}
+_TOKENS = {"tokenizer": "Chars", "method": "encode", "text": "ab", "ids": [1, 2], "n_ids": 2, "step": 1,
+           "after_seq": 1}
+_LINE = {"hits": 1, "dropped": 0, "entries": [{"name": "x", "shape": [2, 2], "dtype": "float32", "hits": 1}]}
+
+
+@pytest.fixture(scope="module")
+def data_run(tmp_path_factory) -> Path:
+    """A run with one of each data record and a line record, all well formed."""
+    from tvis_tui.store.lines import LineRecord, LineShape
+    from tvis_tui.store.samples import put_batch, put_prediction, put_sample, put_tokens
+
+    path = tmp_path_factory.mktemp("data_run") / "run"
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", started_at="2026-01-01T00:00:00", status="running")
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="data", kind="function", name="fetch"))
+        w.put_call(CallRecord(seq=2, parent=0, depth=0, step=1, phase="loss", kind="module", name="loss"))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=2))
+        put_batch(w, _BATCH)
+        put_sample(w, 1, _SAMPLE)
+        put_prediction(w, _PREDICTION)
+        put_tokens(w, 1, _TOKENS)
+        w.put_lines(1, [("/x/train.py", LineRecord(3, 1, (LineShape("x", (2, 2), "float32"),)))])
+        w.close(status="ok", steps_recorded=1)
+    return path
+
+
+def test_the_well_formed_data_run_exports_whole(data_run, capsys):
+    assert main(["export", str(data_run)]) == 0
+    kinds = [line.split('"', 4)[3] for line in capsys.readouterr().out.splitlines()]
+    assert {"batch", "sample", "prediction", "tokens", "line"} <= set(kinds)
+
+
+def _data_cases() -> dict[str, tuple[bytes, bytes, dict, str]]:
+    from tvis_tui.store import codec, lines, samples
+
+    batch, sample = (samples.BATCHES, codec.u64(1)), (samples.SAMPLES, samples.sample_key(1, 0))
+    prediction, tokens = (samples.PREDICTIONS, codec.u32(1)), (samples.TOKENS, codec.u64(1))
+    line = (lines.LINES, lines.line_key(1, 1, 3))
+    short = {**_ITEM["items"][0][1], "values": bytes(8)}
+    small_picture = {**_ITEM["items"][0][1], "image": {**_IMAGE, "data": bytes(3)}}
+    return {
+        "batch size as text": (*batch, {**_BATCH, "size": "x"}, "batch record: TypeError: field 'size' holds str 'x'"),
+        "batch seq as text": (*batch, {**_BATCH, "seq": "1"}, "field 'seq' holds str '1'"),
+        "transforms not a list": (*sample, {**_SAMPLE, "transforms": "x"}, "sample record: TypeError: field 'transforms'"),
+        "a stage not a map": (*sample, {**_SAMPLE, "transforms": [{**_SAMPLE["transforms"][0], "stages": [5]}]},
+                              "field 'transforms'"),
+        "an item's member not a pair": (*sample, {**_SAMPLE, "item": {"kind": "tuple", "items": [[0, 5]]}},
+                                        "field 'item'"),
+        "values short of their shape": (*sample, {**_SAMPLE, "item": short},
+                                        "ValueError: 8 bytes of float32 for shape [2, 2]"),
+        "a picture short of its shape": (*sample, {**_SAMPLE, "item": small_picture},
+                                         "ValueError: a picture of 3 bytes for shape [2, 2, 1]"),
+        "prediction rows as text": (*prediction, {**_PREDICTION, "rows": "x"}, "prediction record: TypeError: field 'rows'"),
+        "top not triples": (*prediction, {**_PREDICTION, "samples": [{"top": ["cat"]}]}, "field 'samples'"),
+        "predicted text a list": (*prediction, {**_PREDICTION, "kind": "tokens", "samples": [{"predicted": [1]}]},
+                                  "field 'samples'"),
+        "token ids as text": (*tokens, {**_TOKENS, "ids": "x"}, "tokenizer record: TypeError: field 'ids'"),
+        "a line's shape of text": (*line, {**_LINE, "entries": [{**_LINE["entries"][0], "shape": ["a"]}]},
+                                   "line record: TypeError: field 'entries'"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_data_cases()))
+def test_a_malformed_data_record_is_a_one_line_error_naming_it(data_run, tmp_path, capsys, case):
+    from tvis_tui.store import codec
+
+    db, key, record, says = _data_cases()[case]
+    run = _with_record(data_run, tmp_path / "run", db, key, codec.pack(record))
+    assert main(["export", str(run)]) == 2
+    err = _one_error_line(capsys)
+    assert err.startswith(f"tvis: error: {run}: corrupt run (a malformed ") and says in err, err
+
+
+def test_step_view_of_a_malformed_sample_closes_the_run_with_the_reason(data_run, tmp_path):
+    from tvis_tui.app import make_app
+    from tvis_tui.store import codec, samples
+
+    bad = _with_record(data_run, tmp_path / "run", samples.SAMPLES, samples.sample_key(1, 0),
+                       codec.pack({**_SAMPLE, "transforms": [{**_SAMPLE["transforms"][0], "stages": [5]}]}))
+
+    async def step_view() -> tuple[int | None, str | None]:
+        app = make_app(bad)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            await pilot.press("p")
+            await pilot.pause()
+            await pilot.pause()
+        return app.return_code, app.damage
+
+    code, damage = asyncio.run(step_view())
+    assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed sample record: TypeError: field 'transforms'")

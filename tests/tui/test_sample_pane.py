@@ -317,7 +317,7 @@ async def test_multi_label_predictions_show_every_label_said_and_the_target_set(
 def _pixel_rows(per_sample: int, samples: int, stored: int) -> dict:
     """Segmentation predictions: a row per pixel, sample after sample, the first stored."""
     rows = [{"top": [["road", 0, 0.8], ["car", 1, 0.2]], "target": "road" if r % 2 else "car",
-             "target_index": r % 2 == 0, "correct": r % 2 == 1} for r in range(stored)]
+             "target_index": int(r % 2 == 0), "correct": r % 2 == 1} for r in range(stored)]
     return {"kind": "classes", "names": True, "classes": 2, "step": 1, "loss": "CrossEntropyLoss",
             "rows": per_sample * samples, "leading": samples, "loss_seq": 1, "samples": rows}
 

@@ -11,7 +11,8 @@ The checks follow the annotations, by exact type as MessagePack decodes values: 
 `tuple[X, Y]`, `list[X]`, `dict[K, V]`, a record class (decoded before it is checked), and
 `U16`/`U32`/`U64`: an int that fits a key part of that size. A `dict` of names to
 annotations (`Fields`) checks a free-form map's known keys only: the `extra` maps grow
-with the recorder, and a reader ignores keys it does not know.
+with the recorder, and a reader ignores keys it does not know. `Later(lambda: X)` names a
+map that holds maps of its own kind.
 """
 
 from __future__ import annotations
@@ -38,8 +39,23 @@ U64 = Annotated[int, _KeyBytes(8)]
 """Ints that are part of a store key (a call's seq, a step, a line): they must fit it."""
 
 
+class Later:
+    """An annotation given before it is defined: a value whose items are values."""
+
+    def __init__(self, hint: Callable[[], Any]) -> None:
+        self.hint = hint
+        self._check: Check | None = None
+
+    def __call__(self, value: Any) -> bool:
+        if self._check is None:
+            self._check = check_for(self.hint())
+        return self._check(value)
+
+
 def check_for(hint: Any) -> Check:
     """A check of a value against an annotation (or a `Fields` map)."""
+    if isinstance(hint, Later):
+        return hint
     if isinstance(hint, dict):
         return _map_of(hint)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -79,6 +95,26 @@ def fields_check(cls: type) -> tuple[dict[str, frozenset[type]], dict[str, Check
     exact = {name: exact_types(hint) for name, hint in hints.items()}
     return ({name: found for name, found in exact.items() if found is not None},
             {name: check_for(hint) for name, hint in hints.items() if exact[name] is None})
+
+
+def record_of(schema: Fields, also: Callable[[dict[str, Any]], None] | None = None
+              ) -> Callable[[Any], dict[str, Any]]:
+    """Makes a decoded map a record of `schema`, for `RunReader.decode`: TypeError (the
+    reader's "corrupt run") naming the first key whose value does not fit; then `also`,
+    a further check, runs on it."""
+    checks = {key: check_for(hint) for key, hint in schema.items()}
+
+    def record(data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise TypeError(f"a {type(data).__name__}, not a map")
+        for key, check in checks.items():
+            if key in data and not check(data[key]):
+                raise wrong_type(key, data[key])
+        if also is not None:
+            also(data)
+        return data
+
+    return record
 
 
 def wrong_type(name: str, value: Any) -> TypeError:

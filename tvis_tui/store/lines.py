@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
 from tvis_tui.store import codec, layout
+from tvis_tui.store.field_types import record_of
 
 LINES = layout.LINES
 
@@ -51,11 +52,16 @@ def to_wire(record: LineRecord) -> dict[str, Any]:
                         for e in record.entries]}
 
 
-def from_wire(line: int, data: dict[str, Any]) -> LineRecord:
-    entries = tuple(LineShape(str(e.get("name", "")), tuple(e.get("shape") or ()), str(e.get("dtype", "")),
-                              int(e.get("hits", 1)))
+_FIELDS = {"hits": int, "dropped": int,
+           "entries": list[{"name": str, "shape": list[int], "dtype": str, "hits": int}]}
+_checked = record_of(_FIELDS)
+
+
+def from_wire(line: int, data: Any) -> LineRecord:
+    data = _checked(data)
+    entries = tuple(LineShape(e.get("name", ""), tuple(e.get("shape") or ()), e.get("dtype", ""), e.get("hits", 1))
                     for e in data.get("entries") or ())
-    return LineRecord(line, int(data.get("hits", 0)), entries, int(data.get("dropped", 0)))
+    return LineRecord(line, data.get("hits", 0), entries, data.get("dropped", 0))
 
 
 class _Scanner(Protocol):

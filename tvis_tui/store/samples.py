@@ -14,13 +14,18 @@ from typing import Any
 import numpy as np
 
 from tvis_tui.store import codec
-from tvis_tui.store.reader import RunReader, as_map
+from tvis_tui.store.data_schema import BATCH, PREDICTION, SAMPLE, TOKEN_CALL, check_bytes, check_kind
+from tvis_tui.store.field_types import record_of
+from tvis_tui.store.reader import RunReader
 from tvis_tui.store.writer import RunWriter
 
 BATCHES = b"batches"  # u64 seq of the DataLoader call -> batch record
 SAMPLES = b"samples"  # u64 batch seq + u32 position in the batch -> sample record
 TOKENS = b"tokens"  # u64 order (from 1) -> tokenizer call record
 PREDICTIONS = b"predictions"  # u32 step -> prediction record
+
+_BATCH, _SAMPLE = record_of(BATCH, also=check_bytes), record_of(SAMPLE, also=check_bytes)
+_TOKENS, _PREDICTION = record_of(TOKEN_CALL), record_of(PREDICTION, also=check_kind)
 
 def sample_key(batch_seq: int, position: int) -> bytes:
     return codec.u64(batch_seq) + codec.u32(position)
@@ -50,23 +55,23 @@ def batches(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
     """Batch records in call order (of one step, when given: read from the step's calls
     only, not the whole run)."""
     if step is None:
-        return [reader.decode(v, as_map, "batch") for _, v in reader.scan(BATCHES)]
+        return [reader.decode(v, _BATCH, "batch") for _, v in reader.scan(BATCHES)]
     spans = reader.phases(step)
     if not spans:
         return []
     first, last = min(s.first_seq for s in spans), max(s.last_seq for s in spans)
     rows = reader.scan(BATCHES, codec.u64(first), codec.u64(last + 1))
-    return [b for b in (reader.decode(v, as_map, "batch") for _, v in rows) if b.get("step") == step]
+    return [b for b in (reader.decode(v, _BATCH, "batch") for _, v in rows) if b.get("step") == step]
 
 
 def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
-    return reader.get_record(BATCHES, codec.u64(seq), as_map, "batch")
+    return reader.get_record(BATCHES, codec.u64(seq), _BATCH, "batch")
 
 
 def samples(reader: RunReader, batch_seq: int) -> list[dict[str, Any]]:
     """The samples of the batch drawn by DataLoader call `batch_seq`, in batch order."""
     rows = reader.scan(SAMPLES, sample_key(batch_seq, 0), sample_key(batch_seq + 1, 0))
-    return [reader.decode(v, as_map, "sample") for _, v in rows]
+    return [reader.decode(v, _SAMPLE, "sample") for _, v in rows]
 
 
 def batch_tokens_of(batch: dict[str, Any], position: int) -> list[dict[str, Any]]:
@@ -99,16 +104,16 @@ def _row(ids: Any, shape: Any, position: int) -> list[int] | None:
 
 def tokenizer_calls(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
     """Tokenizer calls made outside data loading (those inside belong to a sample)."""
-    out = [reader.decode(v, as_map, "tokenizer") for _, v in reader.scan(TOKENS)]
+    out = [reader.decode(v, _TOKENS, "tokenizer") for _, v in reader.scan(TOKENS)]
     return out if step is None else [t for t in out if t.get("step") == step]
 
 
 def predictions(reader: RunReader, step: int) -> dict[str, Any] | None:
-    return reader.get_record(PREDICTIONS, codec.u32(step), as_map, "prediction")
+    return reader.get_record(PREDICTIONS, codec.u32(step), _PREDICTION, "prediction")
 
 
 def all_predictions(reader: RunReader) -> list[dict[str, Any]]:
-    return [reader.decode(v, as_map, "prediction") for _, v in reader.scan(PREDICTIONS)]
+    return [reader.decode(v, _PREDICTION, "prediction") for _, v in reader.scan(PREDICTIONS)]
 
 
 # -- values ----------------------------------------------------------------------------
