@@ -76,9 +76,11 @@ def exact_types(hint: Any) -> frozenset[type] | None:
     """The types a value of `hint` may have, when its type alone decides (`float | None`:
     float, int, NoneType), else None. MessagePack decodes to exact types (a bool is never an
     int there), so a set lookup does the check: records are decoded by the thousand."""
-    if hint is Any or typing.get_origin(hint) is not None and typing.get_origin(hint) not in (Union, types.UnionType):
+    origin = typing.get_origin(hint)
+    union = origin in (Union, types.UnionType)
+    if hint is Any or origin is not None and not union:
         return None
-    parts = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+    parts = typing.get_args(hint) if union else (hint,)
     found: set[type] = set()
     for part in parts:
         if not isinstance(part, type) or typing.get_origin(part) is not None:

@@ -54,18 +54,18 @@ class _Wire:
 
     @classmethod
     def from_wire(cls: type[T], data: dict[str, Any]) -> T:
-        known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        allowed, deep = _checks(cls)
         kwargs: dict[str, Any] = {}
         for name, value in data.items():
-            if name not in known:
-                continue
+            types = allowed.get(name)
+            if types is None and name not in deep:
+                continue  # a field this reader does not know
             nested = cls._nested.get(name)
             if nested is not None and isinstance(value, dict):
                 value = nested.from_wire(value)
             elif isinstance(value, list) and name in _TUPLE_FIELDS:
                 value = tuple(value)
-            allowed, deep = _checks(cls)
-            if type(value) not in allowed[name] if name in allowed else not deep[name](value):
+            if type(value) not in types if types is not None else not deep[name](value):
                 raise wrong_type(name, value)
             kwargs[name] = value
         extra = kwargs.get("extra", {})
