@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -376,7 +377,7 @@ _SLOT = {"role": "output", "index": 0, "path": "out", "shape": [256], "dtype": "
          "values_dtype": "float32"}
 
 
-def _mistyped() -> dict[str, tuple[bytes, bytes, dict, str]]:
+def _mistyped() -> dict[str, tuple[bytes, bytes, Any, str]]:
     """name -> (database, key, record, what the error names)."""
     from tvis_tui.store import codec, layout
 
@@ -402,6 +403,9 @@ def _mistyped() -> dict[str, tuple[bytes, bytes, dict, str]]:
         "step past its key": (layout.STEPS, step, {**_STEP, "step": 2**32}, "field 'step' holds int 4294967296"),
         "histogram of text": (layout.SLOTS, slot, {**_SLOT, "hist": ["a"]}, "slot record: TypeError: field 'hist'"),
         "count as text": (layout.SLOTS, slot, {**_SLOT, "stats": {"numel": "x"}}, "field 'numel' holds str 'x'"),
+        "traceback a list": (layout.META, b"traceback", ["x"], "meta record: TypeError: field 'traceback' holds list"),
+        "failing site a number": (layout.META, b"failing_site", 5, "field 'failing_site' holds int 5"),
+        "warnings as text": (layout.META, b"warnings", "abc", "field 'warnings' holds str 'abc'"),
     }
 
 

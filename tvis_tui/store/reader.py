@@ -18,12 +18,13 @@ import numpy as np
 
 from tvis_tui.errors import TvisError
 from tvis_tui.store import codec, layout, lines
-from tvis_tui.store.field_types import U32, check_for, wrong_type
+from tvis_tui.store.field_types import U32, check_for, record_of, wrong_type
 from tvis_tui.store.lines import LineShape
-from tvis_tui.store.records import ROLES, CallRecord, PhaseSpan, Slot, StepRecord
+from tvis_tui.store.records import META, ROLES, CallRecord, PhaseSpan, Slot, StepRecord
 
 _ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
 _IS_FILE_ID = check_for(U32)
+_META = record_of(META)
 
 T = TypeVar("T")
 
@@ -181,7 +182,11 @@ class RunReader:
     # -- metadata and sources ------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
-        return {k.decode(errors="replace"): self.decode(v, what="meta") for k, v in self.scan(layout.META)}
+        meta = {k.decode(errors="replace"): self.decode(v, what="meta") for k, v in self.scan(layout.META)}
+        try:
+            return _META(meta)
+        except TypeError as exc:
+            raise self._malformed("meta", exc) from None
 
     def file_path(self, file_id: int) -> str:
         path = self._files.get(file_id)

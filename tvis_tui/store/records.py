@@ -25,6 +25,12 @@ appended (never inserted) so the codes of older runs keep their meaning."""
 
 T = TypeVar("T", bound="_Wire")
 
+META: Fields = {"script": str, "started_at": str, "status": str, "exit_status": int | None,
+                "steps_recorded": int | None, "exception": str | None, "traceback": str | None,
+                "failing_seq": U64 | None, "failing_site": str | None, "stopped_by": str,
+                "warnings": list[str], "incomplete": bool, "host": str, "pid": int}
+"""The metadata keys readers use, with their types (docs/store-format.md, "Metadata")."""
+
 
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
