@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command != "run":
+        _replace_unencodable()
     try:
         code = int(args._main(args) or 0)
         if sys.stdout is not None and not sys.stdout.closed:  # a recorded script may close it
@@ -74,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _drop_stdout()  # python's own flush at exit would fail again, with a traceback
         print(f"tvis: error: cannot write ({exc.strerror})", file=sys.stderr)
         return 1
+
+
+def _replace_unencodable() -> None:
+    """Under an output encoding without some character tvis prints (PYTHONIOENCODING=ascii,
+    and a table cut with "…"), that character prints as "?" rather than a traceback. Not
+    for `tvis run`: the script's own prints must fail there as they would under python."""
+    if sys.stdout is not None and getattr(sys.stdout, "errors", None) == "strict":
+        sys.stdout.reconfigure(errors="replace")
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
