@@ -18,7 +18,8 @@ class TvisApp(App[None]):
     TITLE = "tvis"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [Binding("question_mark,f1", "help", "help", show=True, tooltip="Help: every key"),
-                Binding("q,ctrl+q", "quit", "Quit", show=True)]
+                Binding("q,ctrl+q", "quit", "Quit", show=True),
+                Binding("ctrl+z", "suspend_process", "Suspend (fg resumes)", show=False)]
 
     def __init__(self, target: Path, *, runs: list[RunSummary] | None = None, start: int | None = None) -> None:
         super().__init__()

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import struct
 import subprocess
 import sys
+import termios
+import threading
 from pathlib import Path
 
 import pytest
@@ -85,6 +91,7 @@ def test_a_failed_app_exits_non_zero(healthy_run, monkeypatch):
     def fails(self, *args, **kwargs):
         self._return_code = 1
     monkeypatch.setattr(TvisApp, "run", fails)
+    monkeypatch.setattr("tvis_tui.commands.tui._need_a_terminal", lambda: None)
     assert main(["tui", str(healthy_run), "--images", "halfcell"]) == 1
 
 
@@ -100,3 +107,92 @@ def test_viewer_never_imports_torch_or_the_recorder(module):
             "print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _in_a_pty(argv: list[str], *, stdout_to_a_pipe: bool = False) -> tuple[int, str]:
+    """Runs `argv` with a pseudo-terminal for stdin, stdout and stderr (stdout a pipe when
+    asked): its exit status and what it wrote to the terminal."""
+    master, slave = pty.openpty()
+    proc = subprocess.run(argv, stdin=slave, stdout=subprocess.PIPE if stdout_to_a_pipe else slave,
+                          stderr=slave, timeout=60)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: nothing left, the other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.returncode, out.decode(errors="replace")
+
+
+NO_TERMINAL = "(over ssh: ssh -t; to read a run in a script: tvis export)"
+
+
+def test_without_a_terminal_it_says_so_instead_of_hanging(healthy_run):
+    # `ssh host tvis tui runs` without -t, or cron: it hung, writing escape codes to stderr.
+    proc = subprocess.run([sys.executable, "-m", "tvis_tui.cli", "tui", str(healthy_run)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"tvis: error: tvis tui needs a terminal, and its stdin, stdout and stderr are not one {NO_TERMINAL}\n"
+
+
+def test_with_its_output_piped_it_names_the_stream_that_is_not_a_terminal(healthy_run):
+    # `tvis tui runs | cat` drew at 80 x 24 whatever the terminal's size.
+    code, written = _in_a_pty([sys.executable, "-m", "tvis_tui.cli", "tui", str(healthy_run)], stdout_to_a_pipe=True)
+    assert code == 2 and f"tvis: error: tvis tui needs a terminal, and its stdout is not one {NO_TERMINAL}" in written
+
+
+def _answering(master: int, written: bytearray) -> None:
+    """A terminal like xterm on the far side of a pty: it answers the device-attributes
+    query and the cell-size query (not kitty's graphics query), keeping what was written."""
+    answers = {b"\x1b[c": b"\x1b[?62c", b"\x1b[16t": b"\x1b[6;20;10t"}
+    seen = 0
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the other side closed
+            return
+        if not chunk:
+            return
+        written += chunk
+        for query, answer in answers.items():
+            if query in written[seen:]:
+                os.write(master, answer)
+        seen = len(written)
+
+
+def test_a_key_typed_while_it_starts_leaves_no_terminal_answer_to_be_read_as_keys():
+    # textual-image asks the terminal what it can draw and stops reading at a typed key;
+    # the answers behind it were read by the app as keys (a search opened with "2c" in it).
+    probe = ("import select, termios, tty\n"
+             "from tvis_tui.widgets.picture import choose\n"
+             "choose('auto')\n"
+             "tty.setcbreak(0, termios.TCSANOW)\n"  # not TCSAFLUSH: what is left is the point
+             "print('left over:', bool(select.select([0], [], [], 0.3)[0]))\n")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    os.write(master, b"x")  # typed while tvis started
+    written = bytearray()
+    terminal = threading.Thread(target=_answering, args=(master, written), daemon=True)
+    terminal.start()
+    proc = subprocess.run([sys.executable, "-c", probe], stdin=slave, stdout=slave, stderr=slave, timeout=60)
+    os.close(slave)
+    terminal.join(10)
+    os.close(master)
+    assert proc.returncode == 0 and b"left over: False" in written, bytes(written)
+
+
+async def test_ctrl_z_suspends_the_app(healthy_run, monkeypatch):
+    from tvis_tui.app import make_app
+
+    suspended = []
+    monkeypatch.setattr(TvisApp, "action_suspend_process", lambda self: suspended.append(True))
+    async with make_app(healthy_run).run_test() as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+z")
+        await pilot.pause()
+    assert suspended == [True]

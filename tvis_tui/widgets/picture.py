@@ -14,6 +14,9 @@ multiplexer passing the query on to a terminal it cannot draw on for it).
 from __future__ import annotations
 
 import os
+import sys
+import termios
+import time
 from typing import TYPE_CHECKING
 
 from tvis_tui.errors import TvisError
@@ -33,16 +36,39 @@ def default_method() -> str:
     return os.environ.get(ENV, "auto") or "auto"
 
 
-def choose(method: str) -> None:
-    """Import textual-image (asking the terminal, once) and draw with `method` from now on."""
-    global _chosen
+def checked_method(method: str) -> str:
+    """`method`, if it is one; else a TvisError that says which are."""
     if method not in METHODS:
         raise TvisError(f"images: {method!r} is not a drawing method; use one of {', '.join(METHODS)}"
                         f" (from --images or {ENV})")
+    return method
+
+
+def choose(method: str) -> None:
+    """Import textual-image (asking the terminal, once) and draw with `method` from now on."""
+    global _chosen
+    checked_method(method)
+    asks = "textual_image.renderable" not in sys.modules
     from textual_image import widget
 
+    if asks:
+        _drop_typed_ahead()
     _chosen = {"auto": widget.Image, "sixel": widget.SixelImage, "kitty": widget.TGPImage,
                "halfcell": widget.HalfcellImage}[method]
+
+
+def _drop_typed_ahead() -> None:
+    """textual-image stops reading the terminal's answer at the first byte that is not
+    part of it: a key typed while tvis started. The answer then waits behind it, and
+    Textual would read it as key presses (a search opened with "2c" typed in it). What
+    was typed ahead is dropped with it."""
+    try:
+        fd = sys.__stdin__.fileno()
+        if os.isatty(fd):
+            time.sleep(0.05)  # an answer still on its way
+            termios.tcflush(fd, termios.TCIFLUSH)
+    except (AttributeError, ValueError, OSError, termios.error):
+        pass  # no terminal: nothing was asked
 
 
 def picture(pixels: np.ndarray, width: int) -> Widget:
