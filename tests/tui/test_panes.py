@@ -642,3 +642,15 @@ async def test_esc_on_a_run_opened_on_its_own_says_there_is_no_list(healthy_run)
         await press(pilot, "escape")
         assert isinstance(pilot.app.screen, DebuggerScreen)
         assert _notices(pilot)[-1].startswith("this run was opened on its own: there is no run list")
+
+
+async def test_a_smaller_window_keeps_the_selected_call_and_its_line_in_view(healthy_run):
+    async with opened(healthy_run, 35, size=(120, 40)) as pilot:
+        await pilot.resize_terminal(50, 12)
+        await settle(pilot)
+        tree, source = pilot.app.screen.query_one(CallTree), pilot.app.screen.query_one(SourcePane)
+        top, height = int(tree.scroll_y), tree.scrollable_content_region.height
+        assert top <= tree.cursor < top + height, (top, height, tree.cursor)
+        top, height = int(source.scroll_y), source.scrollable_content_region.height
+        assert top < source.cursor_line <= top + height, (top, height, source.cursor_line)
+        assert "▶" in screen_text(pilot.app)  # the cursor is drawn, not only scrolled to

@@ -116,6 +116,10 @@ class CallTree(ScrollView, can_focus=True):
                 self.call_after_refresh(self._scroll_cursor_into_view)
         self.refresh()
 
+    def on_resize(self) -> None:
+        """A smaller window may leave the cursor below it: bring it back (once laid out)."""
+        self.call_after_refresh(self._scroll_cursor_into_view)
+
     def _scroll_cursor_into_view(self) -> None:
         height = max(1, self.scrollable_content_region.height)
         top = int(self.scroll_y)

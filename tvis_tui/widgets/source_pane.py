@@ -137,11 +137,18 @@ class SourcePane(ScrollView, can_focus=True):
         return text
 
     def watch_cursor_line(self, line: int) -> None:
+        self._keep_in_view(line)
+        self.refresh()
+
+    def on_resize(self) -> None:
+        """A smaller window may leave the source cursor below it: bring it back."""
+        self.call_after_refresh(lambda: self._keep_in_view(self.cursor_line))
+
+    def _keep_in_view(self, line: int) -> None:
         height = max(1, self.scrollable_content_region.height)
         top = int(self.scroll_y)
         if not top < line <= top + height:
             self.scroll_to(y=max(0, line - 1 - height // 2), animate=False, immediate=True, force=True)
-        self.refresh()
 
     def action_move(self, delta: int) -> None:
         if self._highlighter is not None:
