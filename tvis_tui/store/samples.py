@@ -27,6 +27,7 @@ PREDICTIONS = b"predictions"  # u32 step -> prediction record
 _BATCH, _SAMPLE = record_of(BATCH, also=check_bytes), record_of(SAMPLE, also=check_bytes)
 _TOKENS, _PREDICTION = record_of(TOKEN_CALL), record_of(PREDICTION, also=check_kind)
 
+
 def sample_key(batch_seq: int, position: int) -> bytes:
     return codec.u64(batch_seq) + codec.u32(position)
 
