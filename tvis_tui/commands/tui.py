@@ -33,7 +33,6 @@ def main(args: argparse.Namespace) -> int:
     return app.return_code or 0  # 1 when the app failed (Textual printed why)
 
 
-
 def _need_a_terminal() -> None:
     """Textual reads keys from stdin, sizes the screen by stdout and draws on stderr: with
     any of them not a terminal (`ssh host tvis tui` without -t, cron, a pipe) it would hang,

@@ -9,6 +9,7 @@ import struct
 from typing import Any
 
 import msgpack
+import numpy as np
 
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
@@ -25,6 +26,15 @@ def pack(obj: Any) -> bytes:
 def unpack(data: bytes) -> Any:
     # ext types come back as msgpack.ExtType objects: inert data, never code.
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def array_dtype(name: str) -> np.dtype:
+    """The little-endian dtype that stored values of dtype `name` are read as; TypeError
+    for anything but the numeric kinds the recorder stores (an object array never)."""
+    dtype = np.dtype(name).newbyteorder("<")
+    if dtype.kind not in "biufc":
+        raise TypeError(f"values of dtype {name!r}")
+    return dtype
 
 
 def u64(n: int) -> bytes:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
+from tvis_tui.store import codec
 from tvis_tui.store.field_types import U32, U64, Fields, Later, record_of
 
 STATS: Fields = {"numel": int, "min": float | None, "max": float | None, "mean": float | None,
@@ -70,8 +69,8 @@ def check_bytes(data: Any) -> None:
     if not isinstance(data, dict):
         return
     if isinstance(data.get("values"), bytes) and isinstance(data.get("values_dtype"), str):
-        dtype = np.dtype(data["values_dtype"])
-        if dtype.kind not in "biufc" or len(data["values"]) != math.prod(data.get("shape") or ()) * dtype.itemsize:
+        itemsize = codec.array_dtype(data["values_dtype"]).itemsize
+        if len(data["values"]) != math.prod(data.get("shape") or ()) * itemsize:
             raise ValueError(f"{len(data['values'])} bytes of {data['values_dtype']} for shape {data.get('shape')}")
     image = data.get("image")
     if isinstance(image, dict) and isinstance(image.get("data"), bytes):

@@ -99,11 +99,11 @@ def fields_check(cls: type) -> tuple[dict[str, frozenset[type]], dict[str, Check
             {name: check_for(hint) for name, hint in hints.items() if exact[name] is None})
 
 
-def record_of(schema: Fields, also: Callable[[dict[str, Any]], None] | None = None
-              ) -> Callable[[Any], dict[str, Any]]:
+def record_of(schema: Fields, also: Callable[[dict[str, Any]], None] | None = None,
+              within: str = "") -> Callable[[Any], dict[str, Any]]:
     """Makes a decoded map a record of `schema`, for `RunReader.decode`: TypeError (the
-    reader's "corrupt run") naming the first key whose value does not fit; then `also`,
-    a further check, runs on it."""
+    reader's "corrupt run") naming the first key whose value does not fit (after `within`,
+    the field that holds the map: "extra."); then `also`, a further check, runs on it."""
     checks = {key: check_for(hint) for key, hint in schema.items()}
 
     def record(data: Any) -> dict[str, Any]:
@@ -111,7 +111,7 @@ def record_of(schema: Fields, also: Callable[[dict[str, Any]], None] | None = No
             raise TypeError(f"a {type(data).__name__}, not a map")
         for key, check in checks.items():
             if key in data and not check(data[key]):
-                raise wrong_type(key, data[key])
+                raise wrong_type(within + key, data[key])
         if also is not None:
             also(data)
         return data

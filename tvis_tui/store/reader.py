@@ -340,10 +340,7 @@ class RunReader:
             raw = self.get_raw(layout.VALUES, codec.slot_key(seq, _ROLE_CODES[role], index))
             if raw is None:
                 return None
-            dtype = np.dtype(slot.values_dtype).newbyteorder("<")
-            if dtype.kind not in "biufc":  # what the recorder stores; an object array never
-                raise TypeError(f"values of dtype {slot.values_dtype!r}")
-            return np.frombuffer(raw, dtype=dtype).reshape(slot.shape)
+            return np.frombuffer(raw, dtype=codec.array_dtype(slot.values_dtype)).reshape(slot.shape)
         except _MALFORMED as exc:
             raise self._malformed("slot", exc) from None
 

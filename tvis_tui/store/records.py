@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar
 
-from tvis_tui.store.field_types import U16, U32, U64, Check, Fields, check_for, fields_check, wrong_type
+from tvis_tui.store.field_types import U16, U32, U64, Fields, fields_check, record_of, wrong_type
 
 PHASES: tuple[str, ...] = ("data", "forward", "loss", "backward", "optimizer", "no_grad", "other")
 """Phases of a training step, in the order a step usually runs through them. "no_grad":
@@ -74,23 +74,19 @@ class _Wire:
             if type(value) not in types if types is not None else not deep[name](value):
                 raise wrong_type(name, value)
             kwargs[name] = value
-        extra = kwargs.get("extra", {})
-        for key, check in _extra_checks(cls).items():
-            if key in extra and not check(extra[key]):
-                raise wrong_type(f"extra.{key}", extra[key])
+        if "extra" in kwargs:
+            _extra_of(cls)(kwargs["extra"])
         return cls(**kwargs)
 
 
-@functools.cache
-def _checks(cls: type) -> tuple[dict[str, frozenset[type]], dict[str, Check]]:
-    """Each field's type check (store/field_types.py)."""
-    return fields_check(cls)
+_checks = functools.cache(fields_check)
+"""Each record class's field checks (store/field_types.py), built once."""
 
 
 @functools.cache
-def _extra_checks(cls: type) -> dict[str, Check]:
-    """A check for each `extra` key the class's `_extra` names."""
-    return {key: check_for(hint) for key, hint in cls._extra.items()}
+def _extra_of(cls: type) -> Callable[[Any], dict[str, Any]]:
+    """The check of an `extra` map's keys the class's `_extra` names."""
+    return record_of(cls._extra, within="extra.")
 
 
 _TUPLE_FIELDS = {"shape", "hist", "values_from"}

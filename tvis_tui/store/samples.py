@@ -124,7 +124,7 @@ def array(value: dict[str, Any]) -> np.ndarray | None:
     raw = value.get("values")
     if raw is None or value.get("values_dtype") is None:
         return None
-    dtype = np.dtype(value["values_dtype"]).newbyteorder("<")
+    dtype = codec.array_dtype(value["values_dtype"])
     return np.frombuffer(raw, dtype=dtype).reshape(value["shape"])
 
 
