@@ -316,6 +316,52 @@ def test_warnings_about_the_calling_line_name_the_script_as_under_python(tmp_pat
     assert [line for line in proc.stderr.splitlines() if "Warning" in line] == warned
 
 
+COMPREHENSIONS = """
+    import torch
+
+    class Tok:
+        vocab = "_abcdefgh"
+        def encode(self, text):
+            return [self.vocab.index(c) for c in text]
+
+    def double(x):
+        return x * 2
+
+    tok = Tok()
+    words = ["bad", "cab", "fed", "hag"]
+    rows = [torch.tensor(tok.encode(w),
+                         dtype=torch.float32) for w in words]
+
+    class Config:
+        sizes = [len(tok.encode(w)) +
+                 len(w) for w in words]
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(2):
+        batch = [double(r) for r in rows]
+        scaled = [torch.tanh(b) +
+                  double(b) for b in batch]
+        loss = model(torch.stack(scaled)).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        print(step, Config.sizes, [round(v, 6) for v in
+                                   torch.stack(scaled).sum(1).tolist()], loss.item())
+"""
+
+
+def test_comprehensions_at_module_and_class_level_run_as_under_python(tmp_path):
+    # Python 3.12 runs them inline, their variable hidden in the module's (or class's)
+    # frame: reading that frame's locals from a trace callback set it to None there
+    # (frame_locals.py). Every line traced, tokenizer and user function calls included.
+    write_script(tmp_path, COMPREHENSIONS)
+    under_python = python("train.py", cwd=tmp_path)
+    proc = tvis_cli("run", "--out", "runs", "train.py", cwd=tmp_path)
+    assert under_python.returncode == proc.returncode == 0, proc.stderr
+    assert proc.stdout == under_python.stdout
+    assert "Warning" not in proc.stderr and "recorded 2 steps (ok)" in proc.stderr
+
+
 def test_a_training_thread_ends_quietly_at_the_step_limit(tmp_path):
     write_script(tmp_path, """
         import threading, torch

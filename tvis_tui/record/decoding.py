@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 
+from tvis_tui.record.frame_locals import frame_locals
 from tvis_tui.record.tokenizers import fits_logits, looks_like_tokenizer, vocab_size
 
 TOP_K = 5
@@ -114,7 +115,7 @@ def user_frames(frame: FrameType | None, is_user_file: Callable[[str], bool]) ->
 
 def _namespace(frames: Iterable[FrameType]) -> Iterable[tuple[str, Any]]:
     for frame in frames:
-        yield from list(frame.f_locals.items())
+        yield from list(frame_locals(frame).items())
     for frame in frames:
         yield from list(frame.f_globals.items())
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tvis_tui.record.calls import OpenCall, call_phase
+from tvis_tui.record.frame_locals import frame_locals
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
 from tvis_tui.record.loop_head import loop_spans
 from tvis_tui.record.sites import def_line
@@ -310,7 +311,7 @@ def _wraps(frame: FrameType, code: CodeType) -> bool:
     names = frame.f_code.co_freevars
     if not names:
         return False
-    values = frame.f_locals  # free variables are among them
+    values = frame_locals(frame)  # free variables are among them
     return any(getattr(values.get(name), "__code__", None) is code for name in names)
 
 
@@ -323,7 +324,7 @@ class _Frame:
         self.tracer = tracer
         self.plan = plan
         self.call: OpenCall | None = None
-        self.snapshot = tensor_ids(frame.f_locals) if plan.lines else {}
+        self.snapshot = tensor_ids(frame_locals(frame)) if plan.lines else {}
         self.line = 0
         self.line_step = 0  # the step `line` started in
         self.error: BaseException | None = None
@@ -420,7 +421,7 @@ class _Frame:
         if not tracer.recorder.in_recording_process() or torch.compiler.is_compiling():
             return
         # The snapshot follows every line, so the first recorded line reports only its own.
-        self.snapshot, changed = rebound(frame.f_locals, self.snapshot)
+        self.snapshot, changed = rebound(frame_locals(frame), self.snapshot)
         if tracer.recording(self.line_step):
             assert tracer.lines is not None
             tracer.lines.ran(self.plan.path, self.line, self.line_step, tracer.recorder.steps.step, changed)
@@ -468,7 +469,7 @@ def _arguments(frame: FrameType) -> Any:
     code = frame.f_code
     count = code.co_argcount + code.co_kwonlyargcount + bin(code.co_flags & _ARG_FLAGS).count("1")
     names = code.co_varnames[:count]
-    values = frame.f_locals
+    values = frame_locals(frame)
     return itertools.chain.from_iterable(
         leaves(values[name], name) for i, name in enumerate(names)
         if name in values and not (i == 0 and name in ("self", "cls")))

@@ -14,7 +14,7 @@ memory is freed). Shapes and dtypes are read from the tensor objects; no tensor 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -29,11 +29,11 @@ Snapshot = dict[str, int]
 """name -> id() of the tensor it was bound to."""
 
 
-def tensor_ids(names: dict[str, Any]) -> Snapshot:
+def tensor_ids(names: Mapping[str, Any]) -> Snapshot:
     return {k: id(v) for k, v in names.items() if issubclass(type(v), torch.Tensor)}
 
 
-def rebound(names: dict[str, Any], before: Snapshot) -> tuple[Snapshot, list[tuple[str, torch.Tensor]]]:
+def rebound(names: Mapping[str, Any], before: Snapshot) -> tuple[Snapshot, list[tuple[str, torch.Tensor]]]:
     """(the new snapshot, the names bound to a different tensor than in `before`)."""
     now: Snapshot = {}
     changed: list[tuple[str, torch.Tensor]] = []

@@ -36,6 +36,8 @@ from types import CodeType, FrameType
 from weakref import CallableProxyType, ProxyType, ReferenceType
 from typing import Any, Callable
 
+from tvis_tui.record.frame_locals import frame_locals
+
 Loops = Callable[[CodeType], "tuple[tuple[int, int], ...] | None"]
 """The (first, last) bytecode offsets of each loop of a user code object; None for code
 that is not the user's."""
@@ -120,12 +122,12 @@ def rebinds(frame: FrameType, loop: tuple[int, int], optimizer: Any) -> bool:
 
 
 def _bound(frame: FrameType, op: str, name: str) -> Any:
-    return (frame.f_globals if op == "STORE_GLOBAL" else frame.f_locals).get(name)
+    return (frame.f_globals if op == "STORE_GLOBAL" else frame_locals(frame)).get(name)
 
 
 def _container(frame: FrameType, path: tuple[str, ...]) -> Any:
     """What a name and its attributes (`self.optimizers`) hold, read as _holds reads."""
-    value = frame.f_locals.get(path[0], frame.f_globals.get(path[0]))
+    value = frame_locals(frame).get(path[0], frame.f_globals.get(path[0]))
     for attribute in path[1:]:
         value = own_attributes(value).get(attribute)
     return value
@@ -227,13 +229,17 @@ _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 def loop_spans(code: CodeType) -> tuple[tuple[int, int], ...]:
     """(first, last) bytecode offsets of each loop: its head (a backward jump's target)
-    and the last backward jump to it. Every backward jump counts (`while cond:` ends with
-    a conditional one on 3.11), except JUMP_BACKWARD_NO_INTERRUPT: `await` and
-    `yield from` loop on it, not the user."""
+    and the last backward jump to it. Every backward jump the code reaches without an
+    exception counts (`while cond:` ends with a conditional one on 3.11), except
+    JUMP_BACKWARD_NO_INTERRUPT: `await` and `yield from` loop on it, not the user.
+    3.12 moves except clauses to the end of the code and jumps back from there to the
+    line after the `try`, which is no loop's head."""
+    instructions = list(dis.get_instructions(code))
+    warm = _reached_without_exceptions(instructions)
     last: dict[int, int] = {}
-    for ins in dis.get_instructions(code):
-        if (ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval < ins.offset
-                and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
+    for i, ins in enumerate(instructions):
+        if (i in warm and ins.opcode in _JUMPS and isinstance(ins.argval, int)
+                and ins.argval < ins.offset and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
             last[ins.argval] = max(last.get(ins.argval, 0), ins.offset)
     # One span per head: a `continue` or an except clause jumps back to it as well.
     spans = sorted(last.items())
@@ -243,6 +249,32 @@ def loop_spans(code: CodeType) -> tuple[tuple[int, int], ...]:
     # span is the loop: a `continue` leaves it for the top test, the next pass.
     return tuple(span for span in spans
                  if not any(span[0] < other[0] <= span[1] < other[1] for other in spans))
+
+
+_ENDS_FLOW = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+                        "JUMP_ABSOLUTE", "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS",
+                        "RERAISE"})
+"""Instructions the next one does not follow (it is reached, if at all, another way)."""
+
+
+def _reached_without_exceptions(instructions: list[dis.Instruction]) -> set[int]:
+    """Indices of the instructions that running from the start reaches by falling through
+    and jumping, never by raising: all but the except clauses, `with` exits and the
+    exception paths of `finally` blocks."""
+    index = {ins.offset: i for i, ins in enumerate(instructions)}
+    reached: set[int] = set()
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        if i in reached or i >= len(instructions):
+            continue
+        reached.add(i)
+        ins = instructions[i]
+        if ins.opcode in _JUMPS and ins.argval in index:
+            todo.append(index[ins.argval])
+        if ins.opname not in _ENDS_FLOW:
+            todo.append(i + 1)
+    return reached
 
 
 def _holds(value: Any, target: Any, depth: int) -> bool:

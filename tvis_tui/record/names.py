@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from tvis_tui.record.frame_locals import frame_locals
 from tvis_tui.record.loop_head import bound_in_loops, own_attributes
 
 
@@ -226,7 +227,7 @@ def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
 def _scope(frame: FrameType) -> dict[str, Any]:
     """The names code in `frame` sees: its locals, `self`'s attributes, its globals (nearest
     first), read without running the script's code (no properties, no __getattr__)."""
-    scope = dict(frame.f_locals)
+    scope = dict(frame_locals(frame))
     for names in (own_attributes(scope.get("self")), frame.f_globals):
         for name, value in names.items():
             scope.setdefault(name, value)
