@@ -47,7 +47,7 @@ import torch
 from tvis_tui.record.calls import OpenCall, call_phase
 from tvis_tui.record.frame_locals import frame_locals
 from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
-from tvis_tui.record.loop_head import loop_spans
+from tvis_tui.record.loop_head import body_offset, loop_spans
 from tvis_tui.record.sites import def_line
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.step_limit import StopRecording
@@ -344,7 +344,7 @@ class _Frame:
                 return False
             loops = tracer.loops(caller.f_code)
             if loops is not None:
-                if not _in_loops(loops, caller.f_lasti):
+                if not _in_loops(loops, body_offset(caller.f_code, caller.f_lasti)):
                     return False
                 # A function with a loop of its own (a rollout, a train_step's
                 # micro-batches, an evaluation) may instead hold the training loop

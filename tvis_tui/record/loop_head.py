@@ -70,7 +70,7 @@ class LoopHead:
         trace function that raises): tvis raises only to stop recording."""
         reached = self.reached
         arrived = reached is not None and (
-            event == "return" or (event == "line" and self._left_body(frame.f_lasti)))
+            event == "return" or (event == "line" and self._left_body(body_offset(frame.f_code, frame.f_lasti))))
         if arrived and not self._on_error and (self._raised if event == "line" else not _leaves_normally(frame)):
             arrived, self.reached = False, None  # left by an exception: the step is unfinished
         if event == "exception":
@@ -277,6 +277,44 @@ def _reached_without_exceptions(instructions: list[dis.Instruction]) -> set[int]
     return reached
 
 
+def body_offset(code: CodeType, offset: int) -> int:
+    """Where the instruction at `offset` stands in the code as written: at `offset`, or,
+    for an except clause that 3.12 and later move to the end of the code, at the start of
+    the `try` body it handles, so that it lies in the loops that body lies in."""
+    return _handled_at(code).get(offset, offset)
+
+
+@lru_cache(maxsize=4096)
+def _handled_at(code: CodeType) -> dict[int, int]:
+    """Offsets of the instructions only an exception reaches, each to the start of the
+    code whose exceptions lead there (a handler's own cleanup: to its handler's `try`)."""
+    instructions = list(dis.get_instructions(code))
+    warm = _reached_without_exceptions(instructions)
+    index = {ins.offset: i for i, ins in enumerate(instructions)}
+    origin: dict[int, int] = {}
+    for entry in dis.Bytecode(code).exception_entries:
+        todo = [index[entry.target]] if entry.target in index else []
+        while todo:
+            i = todo.pop()
+            if i >= len(instructions) or i in warm or instructions[i].offset in origin:
+                continue
+            ins = instructions[i]
+            origin[ins.offset] = entry.start
+            if ins.opcode in _JUMPS and ins.argval in index:
+                todo.append(index[ins.argval])
+            if ins.opname not in _ENDS_FLOW:
+                todo.append(i + 1)
+    return {offset: _first_origin(origin, start) for offset, start in origin.items()}
+
+
+def _first_origin(origin: dict[int, int], offset: int) -> int:
+    seen = set()
+    while offset in origin and offset not in seen:
+        seen.add(offset)
+        offset = origin[offset]
+    return offset
+
+
 def _holds(value: Any, target: Any, depth: int) -> bool:
     """By type and identity only: nothing of the script's runs (a dead weakref.proxy
     raises on any other touch)."""
@@ -334,7 +372,7 @@ def loop_head(frame: FrameType | None, loops: Loops) -> tuple[FrameType, tuple[i
                 return None
         else:
             seen_user_code = True
-            here = frame.f_lasti
+            here = body_offset(frame.f_code, frame.f_lasti)
             around = [(first, last) for first, last in spans if first <= here <= last]
             if around:
                 return frame, min(around, key=lambda span: span[1] - span[0])
