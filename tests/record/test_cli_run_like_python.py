@@ -291,7 +291,10 @@ check()
 def test_a_warning_past_the_scripts_top_frame_names_no_tvis_file(tmp_path, launch):
     (tmp_path / "top.py").write_text(PAST_THE_TOP)
     under_python = python("top.py", cwd=tmp_path)
-    assert under_python.stderr == "sys:1: UserWarning: top\nsys:1: UserWarning: deep\n"
+    # `sys:1:` (3.11, 3.12) or `<sys>:0:` (3.13): no file of the script's, nor of tvis's.
+    assert [line.split(": ", 1)[1] for line in under_python.stderr.splitlines()] == \
+        ["UserWarning: top", "UserWarning: deep"]
+    assert "top.py" not in under_python.stderr
     proc = launch("run", "--out", "runs", "top.py", cwd=tmp_path)
     assert proc.returncode == 0 and proc.stderr.startswith(under_python.stderr)
 
