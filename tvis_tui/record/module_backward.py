@@ -39,9 +39,10 @@ that runs forwards with autograd on and never backward would otherwise grow it f
 class ModuleBackwardTimes:
     """Ranges of node numbers per module call, and the time backward spends in each."""
 
-    def __init__(self, overhead_done: Callable[[], int], write: Callable[[CallRecord], None],
-                 step: Callable[[], int]) -> None:
+    def __init__(self, overhead_done: Callable[[], int], overhead_so_far: Callable[[], int],
+                 write: Callable[[CallRecord], None], step: Callable[[], int]) -> None:
         self._overhead_done = overhead_done  # tvis's time so far on this thread, hooks that ended
+        self._overhead_so_far = overhead_so_far  # the same, the hook running now included
         self._write = write
         self._step = step
         self._calls: list[tuple[int, int, CallRecord]] = []  # (low, high, record): nodes low < n <= high
@@ -74,7 +75,9 @@ class ModuleBackwardTimes:
             kept = {record.seq for _, _, record in self._calls}
             self._totals = {seq: ns for seq, ns in self._totals.items() if seq in kept}
             self._touched = set()
-            self._last = (now_ns, self._overhead_done())
+            # The hook that calls this is still running: the part of it before `now_ns`
+            # is counted now, so that its end does not take it off the first node's time.
+            self._last = (now_ns, self._overhead_so_far())
         self._starts, self._chains = _segments(self._calls)
 
     def node_ran(self, number: int | None, ended_ns: int) -> None:

@@ -141,7 +141,8 @@ class Recorder:
         self.memory.warn = lambda message: self.warn(f"step {self.steps.step}: {message}")
         if next_node_number is not None:
             self.memory.node_times = ModuleBackwardTimes(
-                self.log.overhead_done, lambda record: self.writer.put_call(record, first=False),
+                self.log.overhead_done, self.log.overhead_so_far,
+                lambda record: self.writer.put_call(record, first=False),
                 lambda: self.steps.step)
         self.memory.live.charge = self.log.charge_outside_hooks  # tensors die in the script's code
         self.sites = Sites(root_dir, self._snapshot)
@@ -461,7 +462,7 @@ class Recorder:
         if error is None and call.node_low is not None and call.gpu_start is None:  # CPU nodes only
             self.memory.node_times.closed(record, call.node_low)
         if error is None and self.options.grads:
-            self.grads.watch(call.record.seq, iter(outputs))
+            self.grads.watch(call.record.seq, iter(outputs), record.nonfinite_output)
         if error is None and call.criterion and not per_sample_loss.is_nested(self.log.stack, call):
             per_sample_loss.attach(self.log, self.steps, call,
                                    lambda: per_sample_loss.for_module(module, args, kwargs), self.warn)
@@ -507,7 +508,7 @@ class Recorder:
                              def_site=self.sites.def_site(type(opt), "step"), extra=extra,
                              frame=running_frame(frame, OPTIMIZER_STEP_CODE))
         if closure is None:
-            self.log.put_slots(call.record.seq, "param_grad", self._gradients(opt))
+            self._put_gradients(call.record.seq, opt)
         else:  # .grad still holds the last step's: the closure computes this step's
             self._closure_steps = {s: o for s, o in self._closure_steps.items() if o is not opt}
             self._closure_steps[call.record.seq] = opt
@@ -540,7 +541,13 @@ class Recorder:
         backward made, at the parameters the step started from (as a plain step's are)."""
         opt = self._closure_steps.pop(seq, None)
         if opt is not None:
-            self.log.put_slots(seq, "param_grad", self._gradients(opt))
+            self._put_gradients(seq, opt)
+
+    def _put_gradients(self, seq: int, opt: Any) -> None:
+        """The `param_grad` slots of optimizer call `seq`; NaN/Inf among them marks the call
+        (as its output, the parameters it leaves, does once it returns, if they hold any)."""
+        if self.log.put_slots(seq, "param_grad", self._gradients(opt)):
+            self.log.writer.put_nonfinite_grad(seq)
 
     # -- backward ------------------------------------------------------------------------
 
