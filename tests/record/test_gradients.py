@@ -259,3 +259,26 @@ worker.join()
     assert code == 0
     seq = _by_name(run)["Linear"].seq
     assert _slot(run, seq, "grad").stats.max == 1.0
+
+
+def test_nan_made_by_backward_marks_the_call_whose_output_gradient_holds_it(run_inprocess):
+    # sqrt(0) is finite going forward; backward makes inf * 0 = NaN in the gradient of
+    # lin's output (root's own output gradient, from head, is finite).
+    code, run = run_inprocess(HEADER + """
+class Root(nn.Module):
+    def forward(self, x):
+        return torch.sqrt(x * 0) + x
+
+lin, root, head = nn.Linear(3, 3), Root(), nn.Linear(3, 1)
+opt = torch.optim.SGD([*lin.parameters(), *head.parameters()], lr=0.1)
+out = head(root(lin(torch.ones(2, 3))))
+opt.zero_grad(); out.sum().backward(); opt.step()
+""")
+    assert code == 0
+    calls = {c.name: c.seq for c in run.calls(1, run.call_count())}
+    assert _slot(run, calls["lin"], "grad").stats.nan == 6
+    assert _slot(run, calls["Root"], "grad").stats.nan == 0
+    # The optimizer's NaN gradients made NaN parameters: its output holds them.
+    assert run.nonfinite_calls() == [calls["lin"], calls["SGD"]]
+    assert run.nonfinite_grad(calls["lin"]) and not run.nonfinite_grad(calls["SGD"])
+    assert not any(c.nonfinite_output for c in run.calls(1, calls["head"]))

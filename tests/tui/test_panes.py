@@ -654,3 +654,27 @@ async def test_a_smaller_window_keeps_the_selected_call_and_its_line_in_view(hea
         top, height = int(source.scroll_y), source.scrollable_content_region.height
         assert top < source.cursor_line <= top + height, (top, height, source.cursor_line)
         assert "▶" in screen_text(pilot.app)  # the cursor is drawn, not only scrolled to
+
+
+async def test_nan_only_in_a_gradient_is_flagged_and_continue_stops_there(tmp_path):
+    # Forward finite, backward NaN (a sqrt at 0): the call whose output gradient holds it
+    # is where a NaN hunt must land, not the optimizer step after it.
+    path = tmp_path / "grad-nan"
+    with RunWriter(path) as w:
+        _meta(w, TRAIN, "2026-12-03T10:00:00")
+        write_step(w, 1, np.random.default_rng(2))
+        grad = np.ones((4, 512), np.float32)
+        grad[0, :3] = np.nan
+        w.put_slots(7, [tensor_slot("grad", 0, "out", grad, keep=False)])
+        w.put_nonfinite_grad(7)
+        w.close(status="ok", steps_recorded=1, ended_at="2026-12-03T10:00:01")
+    async with opened(path, 1) as pilot:
+        assert "NaN/Inf" not in screen_text(pilot.app)
+        await press(pilot, "c")
+        text = screen_text(pilot.app)
+        assert "call 7 of 13  NaN/Inf in gradient" in text
+        assert "blocks.0.fc NaN/Inf grad" in text
+        await press(pilot, "c")
+        assert "call 7 of 13" in screen_text(pilot.app)  # nothing later: it stays
+        await press(pilot, "end", "exclamation_mark")
+        assert "call 7 of 13  NaN/Inf in gradient" in screen_text(pilot.app)

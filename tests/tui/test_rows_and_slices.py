@@ -141,13 +141,15 @@ def _call_row(name: str, type_: str, depth: int = 3, **fields) -> Row:
     return Row(key=("call", 5), depth=depth, call=call)
 
 
-def test_a_call_row_that_does_not_fit_keeps_its_duration_and_the_end_of_its_name():
+def test_a_call_row_that_does_not_fit_keeps_its_duration_and_the_end_of_its_name_but_not_too_little():
     row = _call_row("encoder.layers.0.self_attn", "MultiheadAttention")
     assert row_label(row).plain == "        encoder.layers.0.self_attn MultiheadAttention  25.1 ms"
     assert row_label(row, 44).plain == "        encoder.layers.0.self_attn  25.1 ms"  # the class goes first
     assert row_label(row, 30).plain == "        ….0.self_attn  25.1 ms"
     flagged = _call_row("encoder.layers.0.self_attn", "MultiheadAttention", nonfinite_output=True)
-    assert row_label(flagged, 30).plain == "        …attn NaN/Inf  25.1 ms"
+    # Ten characters of the name before the duration: `…attn` does not name a layer.
+    assert row_label(flagged, 30).plain == "        …s.0.self_attn NaN/Inf"
+    assert row_label(flagged, 39).plain == "        …s.0.self_attn NaN/Inf  25.1 ms"
     assert all(len(row_label(row, w).plain) <= w for w in range(12, 70))
 
 

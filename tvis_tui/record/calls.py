@@ -308,9 +308,11 @@ class CallLog:
         while self._thread.stack:
             self.close(self._thread.stack[-1], ended, error=error, extra=extra)
 
-    def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> None:
-        slots, _ = self.slots.make(seq, role, self.memory.watch(pairs, None), start)
+    def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> bool:
+        """Write slots of call `seq` that arrive after it closed; whether any holds NaN/Inf."""
+        slots, nonfinite = self.slots.make(seq, role, self.memory.watch(pairs, None), start)
         self.writer.put_slots(seq, slots)
+        return nonfinite
 
 
 ERROR_TEXT_CHARS = 4000

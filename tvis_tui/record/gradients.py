@@ -69,23 +69,26 @@ class ActivationGrads:
         """After this, hooks still attached to live tensors do nothing (the store is shut)."""
         self.closed = True
 
-    def watch(self, seq: int, outputs: Iterator[tuple[str, Any]]) -> None:
-        """Hook every output tensor of call `seq` that backward may reach."""
+    def watch(self, seq: int, outputs: Iterator[tuple[str, Any]], nonfinite_output: bool = False) -> None:
+        """Hook every output tensor of call `seq` that backward may reach. A NaN/Inf in their
+        gradients marks the call, unless its outputs already hold one (`nonfinite_output`)."""
         for index, (path, value) in enumerate(outputs):
             if index >= MAX_SLOTS:  # slots past the cap were not recorded either
                 break
             if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
                 try:
-                    value.register_hook(_GradHook(self, seq, index, path))
+                    value.register_hook(_GradHook(self, seq, index, path, not nonfinite_output))
                 except RuntimeError as exc:  # functorch-wrapped tensors and the like
                     self._warn(f"an output gradient will not be recorded: {exc}")
 
-    def record(self, seq: int, index: int, path: str, grad: torch.Tensor) -> None:
-        """Write `grad` as the "grad" slot `index` of call `seq` (runs inside backward)."""
+    def record(self, seq: int, index: int, path: str, grad: torch.Tensor, mark: bool) -> None:
+        """Write `grad` as the "grad" slot `index` of call `seq` (runs inside backward);
+        `mark`: a NaN/Inf in it marks the call (`c` in the viewer stops there)."""
         recorder = self._recorder()
         if recorder is None:
             return
-        recorder.log.put_slots(seq, "grad", iter(((path, grad),)), index)
+        if recorder.log.put_slots(seq, "grad", iter(((path, grad),)), index) and mark:
+            recorder.log.writer.put_nonfinite_grad(seq)
 
     def _warn(self, message: str) -> None:
         recorder = self._recorder()
@@ -96,10 +99,10 @@ class ActivationGrads:
 class _GradHook:
     """One output's hook: small, holding no tensor; records the first grad it sees."""
 
-    __slots__ = ("owner", "seq", "index", "path", "fired")
+    __slots__ = ("owner", "seq", "index", "path", "mark", "fired")
 
-    def __init__(self, owner: ActivationGrads, seq: int, index: int, path: str) -> None:
-        self.owner, self.seq, self.index, self.path = owner, seq, index, path
+    def __init__(self, owner: ActivationGrads, seq: int, index: int, path: str, mark: bool) -> None:
+        self.owner, self.seq, self.index, self.path, self.mark = owner, seq, index, path, mark
         self.fired = False
 
     def __call__(self, grad: torch.Tensor) -> None:
@@ -116,7 +119,7 @@ class _GradHook:
             sys.settrace(None)
         try:
             if recorder._active():
-                recorder._guard(owner.record, self.seq, self.index, self.path, grad)
+                recorder._guard(owner.record, self.seq, self.index, self.path, grad, self.mark)
         finally:
             if paused:
                 recorder.functions.resume(tracing)

@@ -125,6 +125,9 @@ class WriterThread:
     def put_slots(self, seq: int, slots: list) -> None:
         self._apply(self._writer.put_slots, seq, slots)
 
+    def put_nonfinite_grad(self, seq: int) -> None:
+        self._apply(self._writer.put_nonfinite_grad, seq)
+
     def put_step(self, *args: Any) -> None:
         self._apply(self._writer.put_step, *args)
 

@@ -146,7 +146,8 @@ class DebuggerScreen(SteppingActions, Screen):
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
         reasons = [r for r in (stop_reason(self.meta), incomplete_reason(self.meta)) if r]
         status = f"{self.status}: {', '.join(reasons)}" if reasons else self.status
-        self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, status)
+        self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, status,
+                                        self.reader.nonfinite_grad(message.seq))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Grey out moves that cannot go anywhere from here (`on_key` still answers them)."""

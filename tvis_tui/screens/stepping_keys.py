@@ -31,7 +31,7 @@ STEPPING_BINDINGS = [
     _step("N,shift+f10", "back_over", "back over", "Back over: the previous call at this level, else the caller"),
     _step("f,r,shift+f11", "finish", "out", "Step out: the first call after the caller returns", show=True),
     _step("F,u", "out", "caller", "Out to the caller"),
-    _step("c,f5", "cont", "continue", "Continue to the next call with NaN/Inf output, or the failure", show=True),
+    _step("c,f5", "cont", "continue", "Continue to the next call with NaN/Inf (output or gradient), or the failure", show=True),
     _step("C,shift+f5", "cont_back", "rev continue", "Reverse continue to the previous NaN/Inf call"),
     _step("o", "optimizer(True)", "next opt", "Next optimizer step"),
     _step("O", "optimizer(False)", "prev opt", "Previous optimizer step"),
@@ -39,7 +39,7 @@ STEPPING_BINDINGS = [
     _step("left_square_bracket", "step_start(False)", "prev step", "First call of the previous training step"),
     *(_step(key, f"phase('{phase}')", phase, f"First call of the {phase} phase of this step")
       for key, phase in PHASE_KEYS.items()),
-    _step("exclamation_mark", "first_nonfinite", "first NaN", "First call with NaN/Inf output"),
+    _step("exclamation_mark", "first_nonfinite", "first NaN", "First call with NaN/Inf (output or gradient)"),
     _step("e", "failure", "failure", "Jump to the call that raised (crashed run)"),
     _step("t,ctrl+f10", "to_line(True)", "to line", "Run forward to the next call from the source cursor's line"),
     _step("T", "to_line(False)", "back to line", "Run backward to the previous call from the source cursor's line"),
@@ -83,10 +83,10 @@ class SteppingActions:
         self.move(self.stepper.out(self.seq), "caller: this is a top-level call")
 
     def action_cont(self) -> None:
-        self.jump(self.stepper.stop(self.seq), "later call with NaN/Inf output")
+        self.jump(self.stepper.stop(self.seq), "later call with NaN/Inf")
 
     def action_cont_back(self) -> None:
-        self.jump(self.stepper.stop(self.seq, forward=False), "earlier call with NaN/Inf output")
+        self.jump(self.stepper.stop(self.seq, forward=False), "earlier call with NaN/Inf")
 
     def action_optimizer(self, forward: bool) -> None:
         self.jump(self.stepper.optimizer(self.seq, forward=forward),
@@ -100,7 +100,7 @@ class SteppingActions:
         self.jump(self.stepper.phase_start(self.seq, phase), f"{phase} phase in this step")
 
     def action_first_nonfinite(self) -> None:
-        self.jump(self.stepper.first_nonfinite(), "call with NaN/Inf output")
+        self.jump(self.stepper.first_nonfinite(), "call with NaN/Inf")
 
     def action_goto(self) -> None:
         def done(text: str | None) -> None:

@@ -18,7 +18,8 @@ VALUES = b"values"  # same key as SLOTS -> raw array bytes (C order, little-endi
 STEPS = b"steps"  # u32 step -> StepRecord
 PHASES = b"phases"  # u32 step + u16 ordinal -> PhaseSpan
 SITES = b"sites"  # u32 file id + u32 line + u64 seq -> b"" (calls made from that line)
-NONFINITE = b"nonfinite"  # u64 seq -> b"" (calls whose outputs hold NaN or Inf)
+NONFINITE = b"nonfinite"  # u64 seq -> b"" (its outputs hold NaN or Inf) or NONFINITE_GRAD
+NONFINITE_GRAD = b"grad"  # in NONFINITE: only the gradients of the call's outputs hold NaN or Inf
 LINES = b"lines"  # u32 file id + u32 step + u32 line -> line record (store/lines.py; extension)
 
 CORE_DATABASES = (META, FILES, SOURCES, CALLS, CHILDREN, SLOTS, VALUES, STEPS, PHASES, SITES, NONFINITE)

@@ -269,8 +269,13 @@ class RunReader:
         return [codec.parse_site_key(k)[2] for k, _ in keys]
 
     def nonfinite_calls(self) -> list[int]:
-        """Calls whose outputs hold NaN or Inf, in order."""
+        """Calls whose outputs, or only their gradients, hold NaN or Inf, in order."""
         return [codec.from_u64(k) for k, _ in self.scan(layout.NONFINITE)]
+
+    def nonfinite_grad(self, seq: int) -> bool:
+        """Whether the gradients of call `seq`'s outputs (an optimizer's: of the parameters
+        it steps) hold NaN or Inf while its outputs do not."""
+        return self.get_raw(layout.NONFINITE, codec.u64(seq)) == layout.NONFINITE_GRAD
 
     # -- nearest neighbours (the viewer's stepping: constant work, whatever the run size) --
 
@@ -297,7 +302,8 @@ class RunReader:
                 yield codec.from_u64(key)
 
     def nonfinite_near(self, seq: int, *, forward: bool = True) -> int | None:
-        """The first call after (or last before) `seq` whose outputs hold NaN or Inf."""
+        """The first call after (or last before) `seq` whose outputs or their gradients
+        hold NaN or Inf."""
         if forward:
             keys = self.scan(layout.NONFINITE, codec.u64(seq + 1))
         else:

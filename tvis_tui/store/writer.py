@@ -205,6 +205,10 @@ class RunWriter:
             if call.nonfinite_output:
                 self.put(layout.NONFINITE, codec.u64(call.seq), b"")
 
+    def put_nonfinite_grad(self, seq: int) -> None:
+        """Mark call `seq`, whose outputs were finite, as one whose output gradients are not."""
+        self.put(layout.NONFINITE, codec.u64(seq), layout.NONFINITE_GRAD)
+
     def _extend_span(self, call: CallRecord) -> None:
         span = self._span
         if span is not None and span.step == call.step and span.phase == call.phase:

@@ -35,6 +35,8 @@ class Row:
     unfinished: bool = False
     """A step with no optimizer step at its end (yet): cut short by a crash, still being
     recorded, or what the script did after its last step (the loader running out of data)."""
+    grad_nonfinite: bool = False
+    """The call's outputs are finite, their gradients are not."""
     until: int | None = None
     """The last call of the phase this row is listed in: a call's children past it (the
     backward and optimizer calls of a user function that runs a whole step) are listed
@@ -103,7 +105,8 @@ class CallRows:
         call = self.stepper.call(seq)
         first = self.reader.children(seq, limit=1)
         expandable = bool(first) and (until is None or first[0] <= until)
-        return Row(("call", seq), depth, expandable=expandable, call=call, until=until)
+        return Row(("call", seq), depth, expandable=expandable, call=call, until=until,
+                   grad_nonfinite=self.reader.nonfinite_grad(seq))
 
     # -- edits -----------------------------------------------------------------------------
 

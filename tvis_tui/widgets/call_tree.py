@@ -39,21 +39,31 @@ def row_label(row: Row, width: int | None = None) -> Text:
     elif kind == "more":
         text.append("… more calls (enter)", style="dim italic")
     elif row.call is not None:
-        text += _call_label(row.call, None if width is None else width - text.cell_len)
+        text += _call_label(row.call, None if width is None else width - text.cell_len, row.grad_nonfinite)
     if width is not None:
         text.truncate(width, overflow="ellipsis")
     return text
 
 
-def _call_label(call: CallRecord, width: int | None) -> Text:
+MIN_NAME = 10
+"""Characters of a call's name kept before its duration gives way."""
+
+
+def _call_label(call: CallRecord, width: int | None, grad_nonfinite: bool = False) -> Text:
     name = call.name or call.type
     kind = f" {call.type}" if call.type and call.type != call.name else ""
     tail = Text()
     if call.nonfinite_output:
         tail.append(" NaN/Inf", style="bold red")
+    elif grad_nonfinite:
+        tail.append(" NaN/Inf grad", style="bold red")
     if call.error:
         tail.append(" ✗ raised", style="bold red")  # a glyph too: NO_COLOR shows no red
-    tail.append(f"  {duration(call.duration_ns)}", style="dim")
+    took = f"  {duration(call.duration_ns)}"
+    # The time goes before the name would be cut to a few characters (a NaN/Inf row at 80
+    # columns read `…or`: the name is what a NaN hunt needs).
+    if width is None or width - tail.cell_len - len(took) >= min(len(name), MIN_NAME):
+        tail.append(took, style="dim")
     if width is not None:
         room = width - tail.cell_len
         if len(name) + len(kind) > room:

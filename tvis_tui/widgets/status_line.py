@@ -9,10 +9,12 @@ from tvis_tui.store import CallRecord, StepRecord
 from tvis_tui.widgets.format import duration, phase_style
 
 
-def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None, status: str) -> Text:
-    """Run, status, step, phase, call n of N, duration. For a call that raised, its message
-    comes right after the call's number and the run's name is left out (the tree's title
-    shows it): what does not fit is cut off at the end, and the message must not be."""
+def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None, status: str,
+                grad_nonfinite: bool = False) -> Text:
+    """Run, status, step, phase, call n of N, NaN/Inf, duration. For a call that raised, its
+    message comes right after the call's number and the run's name is left out (the tree's
+    title shows it): what does not fit is cut off at the end, and the message and a NaN/Inf
+    must not be."""
     text = Text(no_wrap=True, overflow="ellipsis")
     if not call.error:
         text.append(run, style="bold")
@@ -28,13 +30,15 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     text.append(call.phase, style=phase_style(call.phase))
     if not call.error:
         text.append(f"  call {call.seq:,} of {total:,}")
+    if call.nonfinite_output:
+        text.append("  NaN/Inf in output", style="bold red")
+    elif grad_nonfinite:
+        text.append("  NaN/Inf in gradient", style="bold red")
     text.append(f"  {duration(call.duration_ns)}")
     backward_ns = call.extra.get("backward_ns")
     if isinstance(backward_ns, int):
         text.append("  backward ", style=phase_style("backward"))
         text.append(duration(backward_ns))
-    if call.nonfinite_output:
-        text.append("  NaN/Inf in output", style="bold red")
     if call.error and (status == "crashed" or "error_text" in call.extra):
         text.append("  x: whole exception", style="dim")
     return text
@@ -58,8 +62,9 @@ class StatusLine(Widget):
     def render(self) -> Text:
         return self.text
 
-    def show(self, run: str, call: CallRecord, total: int, step: StepRecord | None, status: str) -> None:
-        self.update(status_text(run, call, total, step, status))
+    def show(self, run: str, call: CallRecord, total: int, step: StepRecord | None, status: str,
+             grad_nonfinite: bool = False) -> None:
+        self.update(status_text(run, call, total, step, status, grad_nonfinite))
 
     def update(self, text: Text | str) -> None:
         self.text = Text(text, no_wrap=True, overflow="ellipsis") if isinstance(text, str) else text
