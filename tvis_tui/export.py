@@ -46,6 +46,7 @@ def _call_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
     for first in range(1, total + 1, CHUNK):
         for call in reader.calls(first, min(first + CHUNK - 1, total)):
             obj = call.to_wire()
+            obj["nonfinite_grad"] = reader.nonfinite_grad(call.seq)
             obj["slots"] = [_slot_object(reader, call.seq, slot) for slot in reader.slots(call.seq)]
             yield obj
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import numpy as np
 import torch
 
+from tvis_tui.export import export_jsonl
 from tvis_tui.record.options import CaptureOptions
 
 HEADER = """
@@ -282,3 +286,7 @@ opt.zero_grad(); out.sum().backward(); opt.step()
     assert run.nonfinite_calls() == [calls["lin"], calls["SGD"]]
     assert run.nonfinite_grad(calls["lin"]) and not run.nonfinite_grad(calls["SGD"])
     assert not any(c.nonfinite_output for c in run.calls(1, calls["head"]))
+    out = io.StringIO()
+    export_jsonl(run, out)
+    exported = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [c["name"] for c in exported if c.get("nonfinite_grad")] == ["lin"]
