@@ -29,6 +29,7 @@ not run (raising a line later would hand tvis's stop to the body's own `except:`
 
 from __future__ import annotations
 
+import bisect
 import dis
 import re
 from functools import lru_cache
@@ -280,14 +281,18 @@ def _reached_without_exceptions(instructions: list[dis.Instruction]) -> set[int]
 def body_offset(code: CodeType, offset: int) -> int:
     """Where the instruction at `offset` stands in the code as written: at `offset`, or,
     for an except clause that 3.12 and later move to the end of the code, at the start of
-    the `try` body it handles, so that it lies in the loops that body lies in."""
-    return _handled_at(code).get(offset, offset)
+    the `try` body it handles, so that it lies in the loops that body lies in. A frame
+    inside a call stands past its CALL instruction, on the CALL's inline caches (3.11)."""
+    starts, origins = _handled_at(code)
+    if not origins:
+        return offset
+    return origins.get(starts[bisect.bisect_right(starts, offset) - 1], offset)
 
 
 @lru_cache(maxsize=4096)
-def _handled_at(code: CodeType) -> dict[int, int]:
-    """Offsets of the instructions only an exception reaches, each to the start of the
-    code whose exceptions lead there (a handler's own cleanup: to its handler's `try`)."""
+def _handled_at(code: CodeType) -> tuple[list[int], dict[int, int]]:
+    """The offsets of the instructions, and for each that only an exception reaches, the
+    start of the code whose exceptions lead there (a handler's cleanup: its handler's)."""
     instructions = list(dis.get_instructions(code))
     warm = _reached_without_exceptions(instructions)
     index = {ins.offset: i for i, ins in enumerate(instructions)}
@@ -304,7 +309,8 @@ def _handled_at(code: CodeType) -> dict[int, int]:
                 todo.append(index[ins.argval])
             if ins.opname not in _ENDS_FLOW:
                 todo.append(i + 1)
-    return {offset: _first_origin(origin, start) for offset, start in origin.items()}
+    return ([ins.offset for ins in instructions],
+            {offset: _first_origin(origin, start) for offset, start in origin.items()})
 
 
 def _first_origin(origin: dict[int, int], offset: int) -> int:
