@@ -64,6 +64,17 @@ def test_each_step_has_its_own_lines(run_inprocess, tmp_path):
     assert run.line_shapes(path, 3) == {}  # not recorded: the run stopped after step 2
 
 
+def test_lines_after_the_last_step_that_make_no_call_are_no_steps(run_inprocess, tmp_path):
+    # They were written under step 4, which has no step record: the export listed lines
+    # of a step that is not there (sweep L).
+    code, run = run_inprocess(SCRIPT + "done = torch.ones(2)\n")
+    path = str(tmp_path / "train.py")
+    assert code == 0 and [s.step for s in run.steps()] == [1, 2, 3]
+    assert run.line_shapes(path, 3)[OUT] == [LineShape("out", (5, 2), "float32", 1)]
+    assert run.line_shapes(path, 4) == {}
+    assert {r["step"] for r in _exported_lines(run)} == {1, 2, 3}
+
+
 def test_export_holds_line_records(run_inprocess, tmp_path):
     _, run = run_inprocess(SCRIPT, steps=1)
     rows = _exported_lines(run)

@@ -133,7 +133,10 @@ class FunctionTracer:
         sys.settrace(self._previous[0])
         threading.settrace(self._previous[1])
         if self.lines is not None:
-            self.lines.flush()
+            # Lines after the last step that made no call (a final print, a save) are no
+            # step's: the step they were counted in is never written.
+            steps = self.recorder.steps
+            self.lines.flush(drop=None if steps.has_calls else steps.step)
 
     def _callback_cost(self, rounds: int = 2000) -> int:
         """Nanoseconds a trace callback for library code adds to a call (what tracing

@@ -90,8 +90,11 @@ class LineShapes:
             else:
                 tally.dropped += 1
 
-    def flush(self, before: int | None = None) -> None:
-        """Write the tallies of the steps before `before` (all of them by default)."""
+    def flush(self, before: int | None = None, drop: int | None = None) -> None:
+        """Write the tallies of the steps before `before` (all of them by default), less
+        those of step `drop`, which are forgotten."""
+        if drop is not None:
+            self._tallies = {k: v for k, v in self._tallies.items() if k[0] != drop}
         done = sorted(k for k in self._tallies if before is None or k[0] < before)
         by_step: dict[int, list[tuple[str, LineRecord]]] = {}
         for key in done:

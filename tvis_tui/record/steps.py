@@ -256,6 +256,11 @@ class StepTracker:
         else:
             self.pending, self.tentative = (rule, watcher), tentative
 
+    @property
+    def has_calls(self) -> bool:
+        """Whether the current step has seen a call."""
+        return self._first is not None
+
     def end_pending(self) -> None:
         """End the complete step whose iteration was still going on, if any."""
         if self.pending is not None:
