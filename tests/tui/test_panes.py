@@ -259,6 +259,21 @@ async def test_inspector_columns_fit_the_current_call_not_the_widest_seen(health
         assert [c.get_render_width(inspector) for c in inspector.columns.values()] == widths
 
 
+async def test_the_inspector_keeps_its_sideways_column_as_the_calls_change(healthy_run):
+    # Following a gradient's std from step to step: → → then ] must not scroll back.
+    async with opened(healthy_run, 3, size=(80, 24)) as pilot:
+        inspector = pilot.app.screen.query_one(Inspector)
+        inspector.focus()
+        await press(pilot, "right", "right")
+        header = inspector.render_line(0).text.split()
+        assert header[0].startswith("‹") and "name" not in header
+        await press(pilot, "right_square_bracket")
+        assert pilot.app.screen.seq != 3
+        assert inspector.render_line(0).text.split()[:2] == header[:2]
+        await press(pilot, "left_square_bracket")
+        assert inspector.render_line(0).text.split()[:2] == header[:2]
+
+
 async def test_inspector_moves_with_j_k_and_home_end(healthy_run):
     async with opened(healthy_run, 12) as pilot:  # backward: two parameter gradients
         inspector = pilot.app.screen.query_one(Inspector)

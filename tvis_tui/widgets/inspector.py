@@ -80,6 +80,9 @@ class Inspector(RowTable):
         """The call's stored slots, then (for an optimizer step) rows read from its extra;
         only the stored slots can open a values view."""
         self.seq, self.slots = seq, slots
+        # Stepping keeps the columns scrolled to in view (a gradient's std, step after
+        # step); the widths change with the rows, so the column is kept, not the offset.
+        column = self.first_column_in_view()
         # Columns too: their widths only grow, and one wide call would leave every later
         # call's table padded out past a narrow pane.
         self.clear(columns=True)
@@ -89,6 +92,8 @@ class Inspector(RowTable):
             self.add_row(*slot_cells(slot))
         if not rows:
             self.add_row(Text("no inputs or outputs recorded", style="dim italic"), *[""] * (len(COLUMNS) - 1))
+        if column:
+            self.call_after_refresh(self.scroll_to_column, column)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -45,6 +45,18 @@ class RowTable(DataTable):
         if starts:
             self.scroll_to(x=starts[-1], animate=False)
 
+    def first_column_in_view(self) -> int:
+        """The index of the leftmost column in view (in part or whole)."""
+        spans = self._column_spans()
+        return next((i for i, (_, end) in enumerate(spans) if end > self.scroll_x), 0)
+
+    def scroll_to_column(self, index: int) -> None:
+        """Scroll sideways so that column `index` is the leftmost in view, or as near as
+        the table's width lets it."""
+        spans = self._column_spans()
+        if 0 <= index < len(spans):
+            self.scroll_to(x=min(spans[index][0], self.max_scroll_x), animate=False)
+
     def render_line(self, y: int) -> Strip:
         strip = super().render_line(y)
         left, right = self.cut_columns()
