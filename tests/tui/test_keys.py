@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import pytest
 
+from conftest import CALLS_PER_STEP, TRAIN, _meta, write_step
 from pilot import opened, press
 from screen_text import screen_text
 
@@ -58,6 +60,20 @@ async def test_failure_key_and_crashed_run_opens_at_failing_call(crashed_run):
         await press(pilot, "g", "3", "enter")
         await press(pilot, "e")
         assert pilot.app.screen.seq == 22
+
+
+async def test_a_run_that_crashed_in_the_scripts_own_code_opens_at_its_last_call(tmp_path):
+    # `raise FloatingPointError` in the loop after an inf loss: no call raised (sweep M).
+    path = tmp_path / "own-raise"
+    with RunWriter(path) as w:
+        _meta(w, TRAIN, "2026-12-03T10:00:00")
+        write_step(w, 1, np.random.default_rng(3))
+        w.close(status="crashed", steps_recorded=1, exception="FloatingPointError: loss is inf",
+                traceback="Traceback ...\nFloatingPointError: loss is inf\n", failing_site=f"{TRAIN}:18")
+    async with opened(path) as pilot:
+        assert pilot.app.screen.seq == CALLS_PER_STEP
+        await press(pilot, "e")  # no call raised: says so and stays
+        assert pilot.app.screen.seq == CALLS_PER_STEP
 
 
 @pytest.mark.parametrize("pane", ["#source", "#inspector", "#tree"])

@@ -92,7 +92,9 @@ class DebuggerScreen(SteppingActions, Screen):
     def open_at_start(self) -> None:
         start = self.start
         if start is None and self.status == "crashed":
-            start = self.stepper.failure()
+            # The script's own code raised, outside every call: the last call is where
+            # the run was when it failed.
+            start = self.stepper.failure() or self.stepper.total
         self.app.call_from_thread(setattr, self, "seq", start or 1)
 
     def on_unmount(self) -> None:
