@@ -90,3 +90,21 @@ async def test_the_plots_leave_out_an_unfinished_last_step(tmp_path):
         await press(pilot, "m")
         text = screen_text(pilot.app)
         assert "0.0255" in text and "0.0265" in text and "0.0011" not in text
+
+
+async def test_a_diverging_loss_is_plotted_on_a_log_axis_with_short_labels(tmp_path):
+    # 831 then 1.75e16: on a linear axis with plotext's labels, the first steps sat on a
+    # row labelled 2921499031765685.0 (sweep M).
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step, loss in zip((1, 2, 3, 4), (831.3, 4.1e9, 1.75e16, 3.3e12)):
+            write_step(w, step, np.random.default_rng(0))
+            base = (step - 1) * CALLS_PER_STEP
+            w.put_step(StepRecord(step=step, first_seq=base + 1, last_seq=base + CALLS_PER_STEP, loss=loss))
+        w.close(status="ok", steps_recorded=4)
+    async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "1.75e+16┤" in text and "831┤" in text
+        assert "3.81e+09┤" in text  # the middle tick, in log10: no linear axis has it
+        assert "2921499031765685" not in text and "17500000000000000" not in text

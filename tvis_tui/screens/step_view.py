@@ -40,6 +40,29 @@ PLOTTED: dict[str, tuple[str, Callable[[StepRecord], float | None]]] = {
 unfinished step, as the last draw that found the data exhausted, measured no step)."""
 
 
+LOG_SPAN = 1000
+"""Positive values whose largest is this many times their smallest are plotted on a
+logarithmic axis."""
+
+
+LONG_LABELS = 1e5
+"""From this size on, plotext's own tick labels print every digit (17528994190589952.0)."""
+
+
+def y_ticks(lo: float, hi: float, log: bool, count: int = 3) -> tuple[list[float], list[str]]:
+    """`count` ticks from `lo` to `hi`, evenly spaced (in log10 on a log axis), labelled
+    with 3 significant digits. Few, so that each gets a row of its own in a short plot
+    (plotext puts a tick on the nearest row, and one may hide another)."""
+    if hi <= lo:
+        return [lo], [f"{lo:.3g}"]
+    if log:
+        a, b = math.log10(lo), math.log10(hi)
+        values = [10 ** (a + (b - a) * i / (count - 1)) for i in range(count)]
+    else:
+        values = [lo + (hi - lo) * i / (count - 1) for i in range(count)]
+    return values, [f"{v:.3g}" for v in values]
+
+
 class StepScreen(Screen[None]):
     HELP_SECTIONS = ("Step view",)  # help lists these first
     BINDINGS = [
@@ -144,6 +167,13 @@ class StepScreen(Screen[None]):
         if xs:  # steps are whole numbers: ticks at some of them, not at 1.50
             every = max(1, math.ceil(len(xs) / 10))
             plt.xticks(xs[::every])
+        ys = [y for _, y in points]
+        if ys:
+            log = min(ys) > 0 and max(ys) >= LOG_SPAN * min(ys)
+            if log:  # a diverging loss: on a linear axis every step before the last reads 0
+                plt.yscale("log")
+            if log or max(abs(y) for y in ys) >= LONG_LABELS:
+                plt.yticks(*y_ticks(min(ys), max(ys), log))
         widget.refresh()
 
     def _next_plotted(self) -> str:
