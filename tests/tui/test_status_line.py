@@ -21,3 +21,13 @@ def test_a_call_that_raised_puts_its_message_first_with_no_blank_before_it():
                       error="RuntimeError: mat1 and mat2 shapes cannot be multiplied")
     assert status_text("run", call, 16, None, "crashed").plain.startswith(
         "[crashed]  call 16 of 16  raised: RuntimeError: mat1 and mat2")
+
+
+def test_an_optimizer_step_with_parameters_that_got_no_gradient_says_how_many():
+    # A frozen head: its rows in the inspector sit below the fold at 80x24 (sweep M).
+    call = CallRecord(seq=13, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer", name="Adam",
+                      duration_ns=288_000, extra={"no_grad": ["head.weight", "head.bias"], "no_grad_count": 2})
+    assert "call 13 of 16  2 params got no gradient  288 µs" in status_text("run", call, 16, None, "ok").plain
+    one = CallRecord(seq=13, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer", name="Adam",
+                     duration_ns=288_000, extra={"no_grad": ["head.bias"], "no_grad_count": 1})
+    assert "1 param got no gradient" in status_text("run", one, 16, None, "ok").plain

@@ -34,6 +34,9 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append("  NaN/Inf in output", style="bold red")
     elif grad_nonfinite:
         text.append("  NaN/Inf in gradient", style="bold red")
+    no_grad = call.extra.get("no_grad_count")
+    if isinstance(no_grad, int) and no_grad > 0:  # an optimizer step: frozen or unused parameters
+        text.append(f"  {no_grad} param{'s' if no_grad > 1 else ''} got no gradient", style="bold yellow")
     text.append(f"  {duration(call.duration_ns)}")
     backward_ns = call.extra.get("backward_ns")
     if isinstance(backward_ns, int):
