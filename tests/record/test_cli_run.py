@@ -15,6 +15,21 @@ from tvis_tui.store import RunReader
 from tvis_tui.store.runs import run_status
 
 
+def test_a_script_that_ends_before_the_step_limit_is_not_said_to_be_stopped(tmp_path):
+    # Code after the loop runs then; the limit stops a script only where a step would begin.
+    write_script(tmp_path, """
+        import torch
+        w = torch.zeros(2, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.1)
+        for _ in range(2):
+            opt.zero_grad(); (w - 1).pow(2).sum().backward(); opt.step()
+        print("after the loop")
+    """)
+    proc = tvis_cli("run", "--steps", "5", "--out", "runs", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "after the loop\n"
+    assert "recorded 2 steps (ok); run saved to" in proc.stderr
+
+
 def test_image_example_records_named_calls_sites_and_stops_after_steps(tmp_path):
     script = EXAMPLES / "image_classifier" / "train.py"
     proc = tvis_cli("run", "--steps", "2", "--out", "runs", "--name", "cnn", str(script),
@@ -22,7 +37,8 @@ def test_image_example_records_named_calls_sites_and_stops_after_steps(tmp_path)
     assert proc.returncode == 0, proc.stderr
     printed = re.findall(r"step (\d+) epoch 0 loss (\S+)", proc.stdout)
     assert [s for s, _ in printed] == ["1", "2"]  # tvis ended the script after step 2
-    assert "recorded 2 steps" in proc.stderr and "runs/cnn" in proc.stderr
+    assert "recorded 2 steps (ok); stopped the script at the step limit (--steps)" in proc.stderr
+    assert "runs/cnn" in proc.stderr
 
     with RunReader(tmp_path / "runs" / "cnn") as run:
         meta = run.meta()

@@ -372,7 +372,10 @@ def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
     else:
         noun = "step" if steps == 1 else "steps"
         stored = f", {_stored_steps(path)} of them stored" if writer.errors else ""
-        print(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}; run saved to {where}",
+        # The script was stopped where its next step began: what it does after the loop (a
+        # final save, a test pass) did not run, even when the loop was about to end.
+        limit = "; stopped the script at the step limit (--steps)" if outcome.meta.get("stopped_by") == "step limit" else ""
+        print(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}{limit}; run saved to {where}",
               file=sys.stderr)
 
 
