@@ -104,6 +104,7 @@ def tensor_slot(role: str, index: int, path: str, arr: np.ndarray, keep: bool = 
         mean=float(finite.mean()) if finite.size else None,
         std=float(finite.std()) if finite.size else None,
         nan=int(np.isnan(arr).sum()), posinf=int(np.isposinf(arr).sum()), neginf=int(np.isneginf(arr).sum()),
+        norm=float(np.linalg.norm(finite)) if finite.size else None, zeros=int((arr == 0).sum()),
     )
     slot = Slot(role, index, path, shape=tuple(arr.shape), dtype="float32", device="cpu", stats=stats,
                 hist=tuple(int(h) for h in hist), hist_lo=edges[0] and float(edges[0]),

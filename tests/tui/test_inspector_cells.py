@@ -27,3 +27,14 @@ def test_a_slot_named_like_its_role_is_named_once():
     named = {(role, path): slot_cells(Slot(role, 0, path, repr="1"))[0].plain
              for role, path in [("per_sample", "per_sample"), ("per_sample", "kept"), ("update", "Net.fc.weight")]}
     assert list(named.values()) == ["per_sample", "per_sample kept", "update Net.fc.weight"]
+
+
+def test_a_tensor_shows_its_norm_and_its_share_of_zeros():
+    # A gradient norm growing step after step says zero_grad is missing; a ReLU output's
+    # zeros say how much of it is dead (sweep M: the store had both, the table neither).
+    slot = Slot("grad", 0, "out", shape=(4, 8), dtype="float32", device="cpu",
+                stats=TensorStats(numel=32, min=0.0, max=2.0, mean=0.5, std=0.7, norm=4.123, zeros=24))
+    cells = dict(zip(COLUMNS, (cell.plain for cell in slot_cells(slot))))
+    assert (cells["norm"], cells["zeros"]) == ("4.123", "75%")
+    empty = Slot("output", 0, "out", shape=(0,), dtype="float32", device="cpu", stats=TensorStats(numel=0))
+    assert dict(zip(COLUMNS, (c.plain for c in slot_cells(empty))))["zeros"] == ""

@@ -11,8 +11,9 @@ from tvis_tui.widgets.format import number, shape
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sparkline import sparkline
 
-COLUMNS = ("name", "shape", "nan/inf", "histogram", "min", "max", "mean", "std", "dtype", "device")
-NUMBERS = {"min", "max", "mean", "std"}
+COLUMNS = ("name", "shape", "nan/inf", "histogram", "min", "max", "mean", "std", "norm", "zeros",
+           "dtype", "device")
+NUMBERS = {"min", "max", "mean", "std", "norm", "zeros"}
 """Columns of right-aligned numbers: their headers align right too, over the digits."""
 HEADERS = tuple(Text(c, justify="right") if c in NUMBERS else Text(c) for c in COLUMNS)
 """What tells a bad tensor apart comes first, so it shows in a narrow pane."""
@@ -44,10 +45,16 @@ def slot_cells(slot: Slot) -> list[Text]:
         bad_text,
         sparkline(slot.hist, width=12),
         *(Text(number(getattr(stats, f, None), integer=f in EXACT and _is_integer(slot.dtype)),
-               justify="right") for f in ("min", "max", "mean", "std")),
+               justify="right") for f in ("min", "max", "mean", "std", "norm")),
+        # A gradient norm that grows step after step (no zero_grad), a ReLU's dead share.
+        Text(_share(stats.zeros, stats.numel) if stats else "", justify="right"),
         Text(slot.dtype or ""),
         Text(slot.device or ""),
     ]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.3g}%" if whole else ""
 
 
 def optimizer_rows(call: CallRecord) -> list[Slot]:
