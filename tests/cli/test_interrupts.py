@@ -16,7 +16,7 @@ class _Thing:
     pass
 
 
-def _interrupted_in_a_weakref_callback() -> None:
+def _interrupted_in_a_weakref_callback(wait: float = 0.5) -> None:
     """Drop an object whose weakref callback is hit by Ctrl-C, then wait a moment (where
     the main thread takes a pending signal)."""
     thing = _Thing()
@@ -27,12 +27,17 @@ def _interrupted_in_a_weakref_callback() -> None:
     ref = weakref.ref(thing, on_death)
     assert ref() is thing
     del thing
-    _a_moment()
+    _a_moment(wait)
 
 
-def _a_moment() -> None:
-    for _ in range(50):
+def _a_moment(seconds: float = 0.5) -> None:
+    for _ in range(int(seconds * 100)):
         time.sleep(0.01)
+
+
+RAISED_WITHIN = 10.0
+"""Seconds allowed for the thread that passes the interrupt on to start and run: on a
+loaded machine (the tests of two workers, 2 cores) half a second was not always enough."""
 
 
 def test_without_the_hook_python_prints_the_interrupt_and_goes_on(capsys, monkeypatch):
@@ -45,7 +50,7 @@ def test_an_interrupt_in_a_weakref_callback_is_raised_again_in_the_main_thread(c
     undo = pass_on_lost_interrupts()
     try:
         with pytest.raises(KeyboardInterrupt):
-            _interrupted_in_a_weakref_callback()
+            _interrupted_in_a_weakref_callback(RAISED_WITHIN)
     finally:
         undo()
     assert "Exception ignored" not in capsys.readouterr().err
@@ -61,7 +66,7 @@ def test_an_interrupt_in_a_gc_callback_is_raised_again():
     try:
         with pytest.raises(KeyboardInterrupt):
             gc.collect()
-            _a_moment()
+            _a_moment(RAISED_WITHIN)
     finally:
         gc.callbacks.remove(on_gc)
         undo()
