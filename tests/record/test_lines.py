@@ -32,7 +32,7 @@ for step in range(3):
 """
 # Lines of SCRIPT (the first is empty).
 TOTAL, FOR, PART, ACCUMULATE = 6, 7, 8, 9
-X, OUT, BIG = 15, 16, 17
+MODEL, X, OUT, BIG = 12, 15, 16, 17
 
 
 def test_module_level_lines_bind_names_to_shapes(run_inprocess, tmp_path):
@@ -41,8 +41,12 @@ def test_module_level_lines_bind_names_to_shapes(run_inprocess, tmp_path):
     shapes = run.line_shapes(str(tmp_path / "train.py"), 1)
     assert shapes[OUT] == [LineShape("out", (5, 2), "float32", 1)]
     assert shapes[BIG] == [LineShape("big", (), "float64", 1)]
-    # x was bound before the first call: step 1 starts at model(x), step 2 holds it.
+    # x was bound before the first call, in the first iteration: step 1's too (sweep L).
+    assert shapes[X] == [LineShape("x", (5, 4), "float32", 1)]
     assert run.line_shapes(str(tmp_path / "train.py"), 2)[X] == [LineShape("x", (5, 4), "float32", 1)]
+    # What ran before the loop is no step's: the model's and the optimizer's lines.
+    step_1 = {r["line"] for r in _exported_lines(run) if r["step"] == 1}
+    assert {X - 1, X} <= step_1 and not step_1 & {MODEL, MODEL + 1}
 
 
 def test_a_loop_counts_hits_and_keeps_the_first_distinct_entries(run_inprocess, tmp_path):

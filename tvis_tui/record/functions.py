@@ -32,6 +32,7 @@ started while recording keep the (then inert) trace function until they end.
 
 from __future__ import annotations
 
+import collections
 import dis
 import inspect
 import itertools
@@ -39,6 +40,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -46,8 +48,8 @@ import torch
 
 from tvis_tui.record.calls import OpenCall, call_phase
 from tvis_tui.record.frame_locals import frame_locals
-from tvis_tui.record.lines import LineShapes, rebound, tensor_ids
-from tvis_tui.record.loop_head import body_offset, loop_spans
+from tvis_tui.record.lines import Entry, LineShapes, bound_entries, rebound, tensor_ids
+from tvis_tui.record.loop_head import body_offset, loop_head, loop_spans
 from tvis_tui.record.sites import def_line
 from tvis_tui.record.slots import leaves
 from tvis_tui.record.step_limit import StopRecording
@@ -107,6 +109,10 @@ class FunctionTracer:
         self.files_recorded = False  # whether --include/--exclude-files left any user file
         # (code, loop span) of the loops seen holding a training step (loop_head.py).
         self.step_loops: set[tuple[CodeType, tuple[int, int]]] = set()
+        # Lines that ran before the first call, the last PRELUDE_LINES of them: those of
+        # the first iteration belong to step 1 (`x = torch.randn(...)` before `model(x)`).
+        self.prelude: collections.deque[tuple[CodeType, str, int, list[Entry]]] | None = \
+            collections.deque(maxlen=PRELUDE_LINES)
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -274,6 +280,36 @@ class FunctionTracer:
 
     # -- shared by frames ------------------------------------------------------------------
 
+    def before_first_call(self, frame: FrameType, path: str, line: int, bound: list[Entry]) -> None:
+        """Line `path:line` of `frame` ran, binding `bound`, before any call was recorded."""
+        if self.prelude is not None:
+            self.prelude.append((frame.f_code, path, line, bound))
+
+    def first_iteration_lines(self, frame: FrameType) -> None:
+        """Recording has begun, in `frame` or a frame it called: the lines that ran since
+        the innermost loop around it last reached its head are step 1's."""
+        prelude, self.prelude = self.prelude, None
+        if not prelude or self.lines is None:
+            return
+        found = loop_head(frame, self._any_loops)
+        if found is None:
+            return
+        code = found[0].f_code
+        head = _line_of(code, found[1][0])
+        starts = [i for i, (c, _, line, _) in enumerate(prelude) if c is code and line == head]
+        if not starts:
+            return  # the head ran too long ago (or in no frame traced): nothing is sure
+        step = self.recorder.steps.step
+        for _, path, line, bound in list(prelude)[starts[-1]:]:
+            self.lines.tally(path, line, step, step, bound)
+
+    def _any_loops(self, code: CodeType) -> tuple[tuple[int, int], ...] | None:
+        """The loops of user code, and nothing (not None) for library code: the search
+        for the loop around the first call passes through torch's frames (`model(x)` runs
+        the user's forward from Module.__call__)."""
+        loops = self.loops(code)
+        return () if loops is None else loops
+
     def recording(self, step: int) -> bool:
         """Whether what happens in `step` is recorded: the first call was seen and the
         step limit is not passed (then the next hook stops the run)."""
@@ -301,6 +337,18 @@ def _plain_user_code(code: CodeType) -> bool:
 
 def _in_loops(loops: tuple[tuple[int, int], ...], offset: int) -> bool:
     return any(first <= offset <= last for first, last in loops)
+
+
+PRELUDE_LINES = 256
+"""Lines kept from before the first call; a first iteration runs fewer before its first
+call (a longer setup before the loop is not step 1's anyway)."""
+
+
+@lru_cache(maxsize=1024)
+def _line_of(code: CodeType, offset: int) -> int | None:
+    """The source line of the instruction at `offset`."""
+    return next((ins.positions.lineno for ins in dis.get_instructions(code)
+                 if ins.offset == offset and ins.positions is not None), None)
 
 
 WRAPPER_FRAMES = 2
@@ -427,7 +475,11 @@ class _Frame:
         self.snapshot, changed = rebound(frame_locals(frame), self.snapshot)
         if tracer.recording(self.line_step):
             assert tracer.lines is not None
+            if tracer.prelude is not None:
+                tracer.first_iteration_lines(frame)
             tracer.lines.ran(self.plan.path, self.line, self.line_step, tracer.recorder.steps.step, changed)
+        elif tracer.log.last_seq == 0:
+            tracer.before_first_call(frame, self.plan.path, self.line, bound_entries(changed))
 
     def _close(self, result: Any, ended: int, error: BaseException | None) -> None:
         """Close the call: it returned `result`, or `error` left it."""

@@ -28,6 +28,13 @@ MAX_ENTRIES = 4
 Snapshot = dict[str, int]
 """name -> id() of the tensor it was bound to."""
 
+Entry = tuple[str, tuple[int, ...], str]
+"""What a line bound: a name, and the shape and dtype of the tensor it holds."""
+
+
+def bound_entries(changed: list[tuple[str, torch.Tensor]]) -> list[Entry]:
+    return [(name, shape_of(t), str(t.dtype).removeprefix("torch.")) for name, t in changed]
+
 
 def tensor_ids(names: Mapping[str, Any]) -> Snapshot:
     return {k: id(v) for k, v in names.items() if issubclass(type(v), torch.Tensor)}
@@ -49,7 +56,7 @@ def rebound(names: Mapping[str, Any], before: Snapshot) -> tuple[Snapshot, list[
 @dataclass(slots=True)
 class _LineTally:
     hits: int = 0
-    entries: dict[tuple[str, tuple[int, ...], str], int] = field(default_factory=dict)
+    entries: dict[Entry, int] = field(default_factory=dict)
     dropped: int = 0
 
     def record(self) -> tuple[tuple[LineShape, ...], int]:
@@ -74,6 +81,10 @@ class LineShapes:
             changed: list[tuple[str, torch.Tensor]]) -> None:
         """Line `path:line`, started in `step`, ran once (now in step `current`) and bound
         the tensors `changed`."""
+        self.tally(path, line, step, current, bound_entries(changed))
+
+    def tally(self, path: str, line: int, step: int, current: int, bound: list[Entry]) -> None:
+        """`ran`, with the tensors already read as entries."""
         if current != self._current:
             self._current = current
             self.flush(before=current - 1)
@@ -81,8 +92,7 @@ class LineShapes:
         if tally is None:
             tally = self._tallies[(step, path, line)] = _LineTally()
         tally.hits += 1
-        for name, tensor in changed:
-            key = (name, shape_of(tensor), str(tensor.dtype).removeprefix("torch."))
+        for key in bound:
             if key in tally.entries:
                 tally.entries[key] += 1
             elif len(tally.entries) < MAX_ENTRIES:
