@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import dis
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from types import CodeType, FrameType
 from weakref import CallableProxyType, ProxyType, ReferenceType
@@ -230,44 +231,107 @@ _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 def loop_spans(code: CodeType) -> tuple[tuple[int, int], ...]:
     """(first, last) bytecode offsets of each loop: its head (a backward jump's target)
-    and the last backward jump to it. Every backward jump the code reaches without an
-    exception counts (`while cond:` ends with a conditional one on 3.11), except
-    JUMP_BACKWARD_NO_INTERRUPT: `await` and `yield from` loop on it, not the user.
-    3.12 moves except clauses to the end of the code and jumps back from there to the
-    line after the `try`, which is no loop's head."""
+    and the last backward jump to it. Every backward jump counts (`while cond:` ends with
+    a conditional one on 3.11), except JUMP_BACKWARD_NO_INTERRUPT (`await` and `yield
+    from` loop on it, not the user) and one from an except clause to the code after its
+    `try` (3.12 moves except clauses to the end of the code and jumps back from there: no
+    loop's head). An except clause's jump back to a head at or before its `try` (a retry,
+    a `continue`) ends that loop's span no later than the `try` does, as the clause stands
+    at its `try` (`body_offset`)."""
+    return _flow(code).spans
+
+
+def body_offset(code: CodeType, offset: int) -> int:
+    """Where the instruction at `offset` stands in the code as written: at `offset`, or,
+    for an except clause that 3.12 and later move to the end of the code, at the start of
+    the `try` body it handles, so that it lies in the loops that body lies in (a loop
+    inside the clause keeps its own offsets). A frame inside a call stands past its CALL
+    instruction, on the CALL's inline caches (3.11)."""
+    flow = _flow(code)
+    if not flow.origins or offset < flow.starts[0]:
+        return offset
+    return flow.origins.get(flow.starts[bisect.bisect_right(flow.starts, offset) - 1], offset)
+
+
+@dataclass(frozen=True)
+class _Flow:
+    starts: list[int]  # the instructions' offsets, in order
+    origins: dict[int, int]  # an except clause's instruction -> the start of its `try`
+    spans: tuple[tuple[int, int], ...]
+
+
+_FLOWS: dict[int, tuple[CodeType, _Flow]] = {}
+"""By id: hashing a code object reads all its bytecode (~250 us for a long module on
+3.12), and body_offset runs on each line of the frame watched for its loop's head. The
+code is kept with it, so that its id is not reused."""
+
+MAX_FLOWS = 4096
+
+
+def _flow(code: CodeType) -> _Flow:
+    cached = _FLOWS.get(id(code))
+    if cached is not None and cached[0] is code:
+        return cached[1]
+    if len(_FLOWS) >= MAX_FLOWS:
+        _FLOWS.clear()
+    flow = _analyse(code)
+    _FLOWS[id(code)] = (code, flow)
+    return flow
+
+
+def _analyse(code: CodeType) -> _Flow:
     instructions = list(dis.get_instructions(code))
-    warm = _reached_without_exceptions(instructions)
+    index = {ins.offset: i for i, ins in enumerate(instructions)}
+    entries = [e for e in dis.Bytecode(code).exception_entries if e.target in index]
+    # An `async for` ends through its StopAsyncIteration handler: the code after the loop
+    # runs from END_ASYNC_FOR, as after any loop.
+    seeds = [0] + [index[e.target] for e in entries if instructions[index[e.target]].opname == "END_ASYNC_FOR"]
+    warm = _reached(instructions, index, seeds, set())
+    handled: dict[int, tuple[int, int]] = {}  # cold instruction -> (start, end) of its `try`
+    for entry in entries:
+        for i in _reached(instructions, index, [index[entry.target]], warm):
+            handled.setdefault(instructions[i].offset, (entry.start, entry.end))
+    handled = {offset: _first_try(handled, rng) for offset, rng in handled.items()}
     last: dict[int, int] = {}
     for i, ins in enumerate(instructions):
-        if (i in warm and ins.opcode in _JUMPS and isinstance(ins.argval, int)
-                and ins.argval < ins.offset and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
-            last[ins.argval] = max(last.get(ins.argval, 0), ins.offset)
+        if not (ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval < ins.offset
+                and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"):
+            continue
+        head, source = ins.argval, ins.offset
+        if i not in warm and index.get(head) in warm:  # from an except clause
+            start, end = handled.get(source, (head - 1, 0))
+            if head > start:
+                continue  # to the code after its `try`
+            source = end - 1
+        last[head] = max(last.get(head, 0), source)
     # One span per head: a `continue` or an except clause jumps back to it as well.
     spans = sorted(last.items())
     # Loops nest or are apart. A span that overlaps a later one without holding it is the
     # same `while` loop: 3.11 tests the condition at the top and again at the bottom,
     # which jumps back to the body; a `continue` jumps to the top test. The bottom's
     # span is the loop: a `continue` leaves it for the top test, the next pass.
-    return tuple(span for span in spans
-                 if not any(span[0] < other[0] <= span[1] < other[1] for other in spans))
+    spans = [span for span in spans if not any(span[0] < other[0] <= span[1] < other[1] for other in spans)]
+    inside_clauses = [(h, t) for h, t in spans if index[h] not in warm]
+    origins = {offset: rng[0] for offset, rng in handled.items()
+               if not any(h <= offset <= t for h, t in inside_clauses)}
+    return _Flow([ins.offset for ins in instructions], origins, tuple(spans))
 
 
 _ENDS_FLOW = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
-                        "JUMP_ABSOLUTE", "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS",
-                        "RERAISE"})
+                        "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
 """Instructions the next one does not follow (it is reached, if at all, another way)."""
 
 
-def _reached_without_exceptions(instructions: list[dis.Instruction]) -> set[int]:
-    """Indices of the instructions that running from the start reaches by falling through
-    and jumping, never by raising: all but the except clauses, `with` exits and the
-    exception paths of `finally` blocks."""
-    index = {ins.offset: i for i, ins in enumerate(instructions)}
+def _reached(instructions: list[dis.Instruction], index: dict[int, int], seeds: list[int],
+             skip: set[int]) -> set[int]:
+    """Indices of the instructions running from `seeds` reaches by falling through and
+    jumping, never by raising, leaving out `skip`. From the start: all but the except
+    clauses, `with` exits and the exception paths of `finally` blocks."""
     reached: set[int] = set()
-    todo = [0]
+    todo = list(seeds)
     while todo:
         i = todo.pop()
-        if i in reached or i >= len(instructions):
+        if i in reached or i in skip or i >= len(instructions):
             continue
         reached.add(i)
         ins = instructions[i]
@@ -278,47 +342,13 @@ def _reached_without_exceptions(instructions: list[dis.Instruction]) -> set[int]
     return reached
 
 
-def body_offset(code: CodeType, offset: int) -> int:
-    """Where the instruction at `offset` stands in the code as written: at `offset`, or,
-    for an except clause that 3.12 and later move to the end of the code, at the start of
-    the `try` body it handles, so that it lies in the loops that body lies in. A frame
-    inside a call stands past its CALL instruction, on the CALL's inline caches (3.11)."""
-    starts, origins = _handled_at(code)
-    if not origins:
-        return offset
-    return origins.get(starts[bisect.bisect_right(starts, offset) - 1], offset)
-
-
-@lru_cache(maxsize=4096)
-def _handled_at(code: CodeType) -> tuple[list[int], dict[int, int]]:
-    """The offsets of the instructions, and for each that only an exception reaches, the
-    start of the code whose exceptions lead there (a handler's cleanup: its handler's)."""
-    instructions = list(dis.get_instructions(code))
-    warm = _reached_without_exceptions(instructions)
-    index = {ins.offset: i for i, ins in enumerate(instructions)}
-    origin: dict[int, int] = {}
-    for entry in dis.Bytecode(code).exception_entries:
-        todo = [index[entry.target]] if entry.target in index else []
-        while todo:
-            i = todo.pop()
-            if i >= len(instructions) or i in warm or instructions[i].offset in origin:
-                continue
-            ins = instructions[i]
-            origin[ins.offset] = entry.start
-            if ins.opcode in _JUMPS and ins.argval in index:
-                todo.append(index[ins.argval])
-            if ins.opname not in _ENDS_FLOW:
-                todo.append(i + 1)
-    return ([ins.offset for ins in instructions],
-            {offset: _first_origin(origin, start) for offset, start in origin.items()})
-
-
-def _first_origin(origin: dict[int, int], offset: int) -> int:
+def _first_try(handled: dict[int, tuple[int, int]], rng: tuple[int, int]) -> tuple[int, int]:
+    """The `try` a chain of handlers began at: a clause's own cleanup is handled too."""
     seen = set()
-    while offset in origin and offset not in seen:
-        seen.add(offset)
-        offset = origin[offset]
-    return offset
+    while rng[0] in handled and rng[0] not in seen:
+        seen.add(rng[0])
+        rng = handled[rng[0]]
+    return rng
 
 
 def _holds(value: Any, target: Any, depth: int) -> bool:
