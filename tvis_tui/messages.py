@@ -23,6 +23,8 @@ class CallLoaded(Message):
     rows: tuple[Row, ...] = ()
     row: int | None = None
     line_shapes: dict[int, str] = field(default_factory=dict)
+    nonfinite_grad: bool = False
+    """The call's outputs are finite, their gradients are not."""
 
     def can_replace(self, message: Message) -> bool:
         # Holding a stepping key queues loads; only the newest needs drawing.

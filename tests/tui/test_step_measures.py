@@ -9,6 +9,7 @@ from pilot import opened, press
 from screen_text import screen_text
 
 from tvis_tui.store import RunWriter, StepRecord
+from tvis_tui.screens.step_view import y_ticks
 from tvis_tui.widgets.step_measures import step_measures
 
 CPU_STEP = StepRecord(
@@ -108,3 +109,10 @@ async def test_a_diverging_loss_is_plotted_on_a_log_axis_with_short_labels(tmp_p
         assert "1.75e+16┤" in text and "831┤" in text
         assert "3.81e+09┤" in text  # the middle tick, in log10: no linear axis has it
         assert "2921499031765685" not in text and "17500000000000000" not in text
+
+
+def test_tick_labels_of_large_values_close_together_tell_the_ticks_apart():
+    # Peak memory in MiB on a 141 GB card: 3 digits read 1.21e+05 twice.
+    values, labels = y_ticks(120_500, 121_300, log=False)
+    assert labels == ["1.205e+05", "1.209e+05", "1.213e+05"] and len(values) == 3
+    assert y_ticks(831.3, 1.75e16, log=True)[1] == ["831", "3.81e+09", "1.75e+16"]

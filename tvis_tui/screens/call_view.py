@@ -41,6 +41,7 @@ class CallViewLoader:
             seq=seq,
             call=call,
             slots=self.reader.slots(seq),
+            nonfinite_grad=self.reader.nonfinite_grad(seq),
             source=self.source(site.file) if site else None,
             step=self.reader.step(call.step),
             total=self.stepper.total,

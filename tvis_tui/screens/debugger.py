@@ -149,7 +149,7 @@ class DebuggerScreen(SteppingActions, Screen):
         reasons = [r for r in (stop_reason(self.meta), incomplete_reason(self.meta)) if r]
         status = f"{self.status}: {', '.join(reasons)}" if reasons else self.status
         self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, status,
-                                        self.reader.nonfinite_grad(message.seq))
+                                        message.nonfinite_grad)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Grey out moves that cannot go anywhere from here (`on_key` still answers them)."""

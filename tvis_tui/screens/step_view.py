@@ -51,8 +51,9 @@ LONG_LABELS = 1e5
 
 def y_ticks(lo: float, hi: float, log: bool, count: int = 3) -> tuple[list[float], list[str]]:
     """`count` ticks from `lo` to `hi`, evenly spaced (in log10 on a log axis), labelled
-    with 3 significant digits. Few, so that each gets a row of its own in a short plot
-    (plotext puts a tick on the nearest row, and one may hide another)."""
+    with 3 significant digits, or as many more as tell them apart (120500 to 121300 MiB).
+    Few, so that each gets a row of its own in a short plot (plotext puts a tick on the
+    nearest row, and one may hide another)."""
     if hi <= lo:
         return [lo], [f"{lo:.3g}"]
     if log:
@@ -60,7 +61,11 @@ def y_ticks(lo: float, hi: float, log: bool, count: int = 3) -> tuple[list[float
         values = [10 ** (a + (b - a) * i / (count - 1)) for i in range(count)]
     else:
         values = [lo + (hi - lo) * i / (count - 1) for i in range(count)]
-    return values, [f"{v:.3g}" for v in values]
+    for digits in range(3, 16):
+        labels = [f"{v:.{digits}g}" for v in values]
+        if len(set(labels)) == len(labels):
+            break
+    return values, labels
 
 
 class StepScreen(Screen[None]):

@@ -35,7 +35,7 @@ class Row:
     unfinished: bool = False
     """A step with no optimizer step at its end (yet): cut short by a crash, still being
     recorded, or what the script did after its last step (the loader running out of data)."""
-    grad_nonfinite: bool = False
+    nonfinite_grad: bool = False
     """The call's outputs are finite, their gradients are not."""
     until: int | None = None
     """The last call of the phase this row is listed in: a call's children past it (the
@@ -106,7 +106,7 @@ class CallRows:
         first = self.reader.children(seq, limit=1)
         expandable = bool(first) and (until is None or first[0] <= until)
         return Row(("call", seq), depth, expandable=expandable, call=call, until=until,
-                   grad_nonfinite=self.reader.nonfinite_grad(seq))
+                   nonfinite_grad=self.reader.nonfinite_grad(seq))
 
     # -- edits -----------------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ def row_label(row: Row, width: int | None = None) -> Text:
     elif kind == "more":
         text.append("… more calls (enter)", style="dim italic")
     elif row.call is not None:
-        text += _call_label(row.call, None if width is None else width - text.cell_len, row.grad_nonfinite)
+        text += _call_label(row.call, None if width is None else width - text.cell_len, row.nonfinite_grad)
     if width is not None:
         text.truncate(width, overflow="ellipsis")
     return text
@@ -49,13 +49,13 @@ MIN_NAME = 10
 """Characters of a call's name kept before its duration gives way."""
 
 
-def _call_label(call: CallRecord, width: int | None, grad_nonfinite: bool = False) -> Text:
+def _call_label(call: CallRecord, width: int | None, nonfinite_grad: bool = False) -> Text:
     name = call.name or call.type
     kind = f" {call.type}" if call.type and call.type != call.name else ""
     tail = Text()
     if call.nonfinite_output:
         tail.append(" NaN/Inf", style="bold red")
-    elif grad_nonfinite:
+    elif nonfinite_grad:
         tail.append(" NaN/Inf grad", style="bold red")
     if call.error:
         tail.append(" ✗ raised", style="bold red")  # a glyph too: NO_COLOR shows no red

@@ -10,7 +10,7 @@ from tvis_tui.widgets.format import duration, phase_style
 
 
 def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None, status: str,
-                grad_nonfinite: bool = False) -> Text:
+                nonfinite_grad: bool = False) -> Text:
     """Run, status, step, phase, call n of N, NaN/Inf, duration. For a call that raised, its
     message comes right after the call's number and the run's name is left out (the tree's
     title shows it): what does not fit is cut off at the end, and the message and a NaN/Inf
@@ -32,7 +32,7 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append(f"  call {call.seq:,} of {total:,}")
     if call.nonfinite_output:
         text.append("  NaN/Inf in output", style="bold red")
-    elif grad_nonfinite:
+    elif nonfinite_grad:
         text.append("  NaN/Inf in gradient", style="bold red")
     no_grad = call.extra.get("no_grad_count")
     if isinstance(no_grad, int) and no_grad > 0:  # an optimizer step: frozen or unused parameters
@@ -66,8 +66,8 @@ class StatusLine(Widget):
         return self.text
 
     def show(self, run: str, call: CallRecord, total: int, step: StepRecord | None, status: str,
-             grad_nonfinite: bool = False) -> None:
-        self.update(status_text(run, call, total, step, status, grad_nonfinite))
+             nonfinite_grad: bool = False) -> None:
+        self.update(status_text(run, call, total, step, status, nonfinite_grad))
 
     def update(self, text: Text | str) -> None:
         self.text = Text(text, no_wrap=True, overflow="ellipsis") if isinstance(text, str) else text
