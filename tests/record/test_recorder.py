@@ -989,6 +989,10 @@ for it in range(3):
     steps = run.steps()
     assert [s.loss for s in steps] == [float(loss) for _, loss, *_ in printed]
     assert all(s.extra["optimizer_step_skipped"] == "GradScaler: inf/NaN gradients" for s in steps)
+    # The scaled gradients' Inf is the scaler's signal, not a NaN to hunt: no call is marked.
+    linear = [c for c in run.calls(1, run.call_count()) if c.name == "Linear"]
+    assert run.slots(linear[0].seq, "grad")[0].stats.posinf + run.slots(linear[0].seq, "grad")[0].stats.neginf > 0
+    assert not any(run.nonfinite_grad(c.seq) for c in linear)
 
 
 def test_parts_of_a_called_model_keep_their_names_when_called_on_their_own(run_inprocess):

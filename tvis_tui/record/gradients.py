@@ -56,14 +56,21 @@ class ActivationGrads:
         self.closed = False
         # backward() calls running now, on any thread (CUDA runs hooks on device threads).
         self._backward_depth = 0
+        self._scaled_depth = 0  # those of them from a loss a GradScaler scaled
 
-    def during_backward(self, backward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run torch.autograd.backward: only grads computed inside it are recorded."""
+    def during_backward(self, backward: Callable[..., Any], *args: Any, scaled: bool = False,
+                        **kwargs: Any) -> Any:
+        """Run torch.autograd.backward: only grads computed inside it are recorded.
+        `scaled`: of a loss a GradScaler scaled, whose Inf gradients (the scale too high,
+        in a run's first steps) are the scaler's signal to skip the step, not a finding:
+        they mark no call (the step says it was skipped)."""
         self._backward_depth += 1
+        self._scaled_depth += scaled
         try:
             return backward(*args, **kwargs)
         finally:
             self._backward_depth -= 1
+            self._scaled_depth -= scaled
 
     def close(self) -> None:
         """After this, hooks still attached to live tensors do nothing (the store is shut)."""
@@ -119,7 +126,8 @@ class _GradHook:
             sys.settrace(None)
         try:
             if recorder._active():
-                recorder._guard(owner.record, self.seq, self.index, self.path, grad, self.mark)
+                recorder._guard(owner.record, self.seq, self.index, self.path, grad,
+                                self.mark and not owner._scaled_depth)
         finally:
             if paused:
                 recorder.functions.resume(tracing)

@@ -556,8 +556,10 @@ class Recorder:
             return original(tensors, *args, **kwargs)
         self._before_backward(sys._getframe(1))
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
+        loss = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+        scaled = self._scaled is not None and self._scaled[0]() is loss
         try:
-            result = self.grads.during_backward(original, tensors, *args, **kwargs)
+            result = self.grads.during_backward(original, tensors, *args, scaled=scaled, **kwargs)
         except BaseException as exc:
             self._close_failed(call, exc)
             raise
