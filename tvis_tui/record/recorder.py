@@ -556,8 +556,7 @@ class Recorder:
             return original(tensors, *args, **kwargs)
         self._before_backward(sys._getframe(1))
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
-        loss = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
-        scaled = self._scaled is not None and self._scaled[0]() is loss
+        scaled = self._before_scaling(_loss_of(tensors)) is not None
         try:
             result = self.grads.during_backward(original, tensors, *args, scaled=scaled, **kwargs)
         except BaseException as exc:
@@ -578,7 +577,7 @@ class Recorder:
 
     def _open_backward(self, tensors: Any, frame: Any, name: str = "backward", trains: bool = True) -> OpenCall:
         """`trains`: its loss is the step's (not a gradient penalty's torch.autograd.grad)."""
-        loss = tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
+        loss = _loss_of(tensors)
         nested = self._inside_backward()
         call = self.log.open(kind="backward", name=name, type_="backward", phase="backward",
                              owner=id(tensors), call_site=self.sites.call_site(frame),
@@ -587,12 +586,16 @@ class Recorder:
         losses = loss if isinstance(loss, (tuple, list)) else (loss,)
         if trains and not nested and all(isinstance(t, torch.Tensor) and t.numel() == 1 and not t.is_meta
                                          for t in losses):
-            scaled = self._scaled
             closure = any(c.record.kind == "optimizer" for c in self.log.stack)
             for one in losses:
-                unscaled = scaled[1] if scaled is not None and scaled[0]() is one else one
-                self.steps.add_loss(float(unscaled.detach()), in_closure=closure)
+                unscaled = self._before_scaling(one)
+                self.steps.add_loss(float((one if unscaled is None else unscaled).detach()), in_closure=closure)
         return call
+
+    def _before_scaling(self, loss: Any) -> torch.Tensor | None:
+        """The loss GradScaler.scale made `loss` of (None: not a scaled loss)."""
+        scaled = self._scaled
+        return scaled[1] if scaled is not None and scaled[0]() is loss else None
 
     def _zero_grad(self, original: Callable[..., Any], owner: Any, *args: Any, **kwargs: Any) -> Any:
         """An optimizer's or a module's zero_grad(): the losses whose gradients it drops."""
@@ -780,6 +783,11 @@ def _own_loss(module: torch.nn.Module) -> bool:
     """A loss module of the script's own (FocalLoss, DiceLoss: an nn.Module, not a _Loss):
     named so and without parameters (a model that returns its loss, `ModelWithLoss`, has)."""
     return type(module).__name__.endswith("Loss") and next(module.parameters(), None) is None
+
+
+def _loss_of(tensors: Any) -> Any:
+    """What backward() was called on: one loss, or several (`backward([l1, l2])`)."""
+    return tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors
 
 
 def _passed_kwargs(module: torch.nn.Module, running: FrameType | None) -> dict[str, Any] | None:
