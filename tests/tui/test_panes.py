@@ -459,6 +459,15 @@ async def test_step_view_plots_the_loss_and_decodes_predictions(healthy_run):
         assert not isinstance(pilot.app.screen, StepScreen) and "call 10 of 39" in screen_text(pilot.app)
 
 
+async def test_at_80_columns_each_prediction_shows_its_class_beside_the_sample_pane(healthy_run):
+    # The classes a sample was predicted as used to be one column, which 80 columns cut whole.
+    async with opened(healthy_run, 10, size=(80, 24)) as pilot:
+        await press(pilot, "p")
+        rows = _rows_of(screen_text(pilot.app), "cat", "dog")
+        assert rows[0].split()[1:7] == ["0", "12", "0.25", "cat", "✓", "cat"] and "70%" in rows[0]
+        assert rows[1].split()[1:7] == ["1", "7", "2.5", "dog", "✗", "cow"] and "50%" in rows[1]
+
+
 def _rows_of(text: str, *words: str) -> list[str]:
     """The predictions table's rows holding one of `words` (the sample pane beside it cut off)."""
     rows = [line.split("││")[0] + "│" for line in text.splitlines()]

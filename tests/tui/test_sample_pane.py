@@ -309,9 +309,10 @@ async def test_multi_label_predictions_show_every_label_said_and_the_target_set(
         # All four labels said, though the table shows three classes otherwise.
         assert "red 90%  big 70%  shiny 60%  wet 55%" in shown[0] and "round" not in shown[0]
         assert "none" in shown[1] and "✗" in shown[1]
-    _, top, _ = _class_cells(rows[0], labels=True)
-    bold = [top.plain[span.start:span.end] for span in top.spans if span.style == "bold"]
-    assert bold == ["red 90%", "  big 70%", "  shiny 60%", "  wet 55%"]  # every label said
+    _, said, others, _ = _class_cells(rows[0], labels=True)
+    assert (said.plain, str(said.style), others.plain) == ("red 90%  big 70%  shiny 60%  wet 55%", "bold", "")
+    _, said, others, _ = _class_cells(rows[1], labels=True)
+    assert (said.plain, others.plain, str(others.style)) == ("round 60%", "red 10%  big 5%", "dim")
 
 
 def _pixel_rows(per_sample: int, samples: int, stored: int) -> dict:

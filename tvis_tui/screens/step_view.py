@@ -211,8 +211,9 @@ class StepScreen(Screen[None]):
                               _text(row.get("target"), row.get("target_ids")),
                               _accuracy(row))
             return
-        # The predicted classes last: their width varies, and they may run off the pane.
-        table.add_columns("#", "sample", "loss", "target", "", "predicted")
+        # The prediction before the runners-up: at 80 columns only the first fits beside
+        # the sample pane, and the runners-up, whose width varies, run off to the right.
+        table.add_columns("#", "sample", "loss", "target", "", "predicted", "runners-up")
         if worst and len(losses) == len(worst) < len(record.get("samples", [])):
             table.border_title = f"predictions (loss of the {len(worst)} worst samples only: values not stored)"
         # A loss per sample beside rows per pixel or token: each row shows its sample's.
@@ -222,9 +223,9 @@ class StepScreen(Screen[None]):
             loss = Text(number(losses[at]) if at in losses else "", justify="right",
                         style="bold red" if at in worst else "")
             index = indices[i] if indices is not None and i < len(indices) else None
-            target, predicted, mark = _class_cells(row, record.get("kind") == "labels")
+            target, predicted, others, mark = _class_cells(row, record.get("kind") == "labels")
             table.add_row(str(i), Text("" if index is None else str(index), style="dim", justify="right"),
-                          loss, target, mark, predicted)
+                          loss, target, mark, predicted, others)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_sample(event.cursor_row)
@@ -348,23 +349,26 @@ def _score(record: dict[str, Any]) -> str:
 
 
 def _class_cells(row: dict[str, Any], labels: bool = False) -> list[Text]:
-    """Target, the top classes with their probabilities (bold: the prediction, the first
-    class, or every label from 0.5 up for multi-label), and whether it is right."""
-    top = Text(no_wrap=True)
+    """Target, the classes predicted (the first class, or every label from 0.5 up for
+    multi-label) with their probabilities, the next most probable up to TOP_SHOWN in all,
+    and whether the prediction is right."""
     ranked = row.get("top", [])
     labels_said = sum(1 for _, _, prob in ranked if prob >= 0.5) if labels else 0  # all shown
-    for j, (label, _, prob) in enumerate(ranked[:max(TOP_SHOWN, labels_said)]):
-        said = prob >= 0.5 if labels else j == 0
-        top.append(("  " if j else "") + f"{label} {prob:.0%}", style="bold" if said else "dim")
+    shown = ranked[:max(TOP_SHOWN, labels_said)]
+    said = labels_said if labels else min(1, len(shown))
+    predicted = Text("  ".join(f"{label} {prob:.0%}" for label, _, prob in shown[:said]),
+                     style="bold", no_wrap=True)
+    others = Text("  ".join(f"{label} {prob:.0%}" for label, _, prob in shown[said:]),
+                  style="dim", no_wrap=True)
     if row.get("nonfinite"):
-        top.append("NaN/Inf logits", style="bold red")
+        predicted.append("NaN/Inf logits", style="bold red")
     if row.get("ignored"):
-        return [Text("ignored", style="dim italic"), top, Text("")]
+        return [Text("ignored", style="dim italic"), predicted, others, Text("")]
     target = Text(str(row.get("target", "")))
     if "correct" not in row:
-        return [target, top, Text("")]
+        return [target, predicted, others, Text("")]
     mark = Text("✓", style="green") if row["correct"] else Text("✗", style="bold red")
-    return [target, top, mark]
+    return [target, predicted, others, mark]
 
 
 def _accuracy(row: dict[str, Any]) -> Text:
