@@ -172,8 +172,8 @@ def test_inspector_lists_learning_rates_and_parameters_without_gradient(run_inpr
     rows = [slot_cells(s) for s in optimizer_rows(_steps(run)[0])]
     assert [(r[0].plain, r[1].plain) for r in rows] == [
         ("lr group 0", "0.1"), ("lr group 1", "0.5"),
-        ("no grad Net.frozen.weight", "no gradient: not updated"),
-        ("no grad Net.frozen.bias", "no gradient: not updated")]
+        ("no grad Net.frozen.weight", "requires_grad=False: not updated"),
+        ("no grad Net.frozen.bias", "requires_grad=False: not updated")]
     module = next(c for c in run.calls(1, run.call_count()) if c.kind == "module")
     assert optimizer_rows(module) == []
 
@@ -485,3 +485,40 @@ torch.save(ratios, {str(expected)!r})
     for step, ratio in zip(_steps(run), torch.load(expected)):
         update = run.slots(step.seq, "update")[0]
         assert update.dtype == "complex64" and update.ratio == pytest.approx(ratio, rel=1e-5)
+
+
+def test_a_parameter_backward_did_not_reach_reads_apart_from_a_frozen_one(run_inprocess, tmp_path):
+    # A head the forward skips by mistake, beside a layer frozen on purpose: the fixes differ.
+    from tvis_tui.widgets.inspector import optimizer_rows, slot_cells
+
+    source = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.aux, self.frozen = nn.Linear(4, 2), nn.Linear(4, 2), nn.Linear(2, 2)
+        self.frozen.requires_grad_(False)
+
+    def forward(self, x):
+        return self.frozen(self.body(x))
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(2):
+    opt.zero_grad()
+    net(torch.randn(3, 4)).sum().backward()
+    opt.step()
+"""
+    code, run = run_inprocess(source)
+    assert code == 0
+    step = _steps(run)[0]
+    assert step.extra["no_grad_frozen"] == ["Net.frozen.weight", "Net.frozen.bias"]
+    assert (step.extra["no_grad_count"], step.extra["no_grad_frozen_count"]) == (4, 2)
+    rows = [(r[0].plain, r[1].plain) for r in map(slot_cells, optimizer_rows(step))]
+    assert rows[1:] == [("no grad Net.aux.weight", "backward did not reach it: not updated"),
+                        ("no grad Net.aux.bias", "backward did not reach it: not updated"),
+                        ("no grad Net.frozen.weight", "requires_grad=False: not updated"),
+                        ("no grad Net.frozen.bias", "requires_grad=False: not updated")]

@@ -31,3 +31,15 @@ def test_an_optimizer_step_with_parameters_that_got_no_gradient_says_how_many():
     one = CallRecord(seq=13, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer", name="Adam",
                      duration_ns=288_000, extra={"no_grad": ["head.bias"], "no_grad_count": 1})
     assert "1 param got no gradient" in status_text("run", one, 16, None, "ok").plain
+
+
+def test_frozen_parameters_are_counted_apart_from_those_backward_did_not_reach():
+    def status(missing: int, frozen: int) -> str:
+        extra = {"no_grad": ["p"] * missing, "no_grad_count": missing, "no_grad_frozen_count": frozen}
+        call = CallRecord(seq=13, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer", name="Adam",
+                          duration_ns=288_000, extra=extra)
+        return status_text("run", call, 16, None, "ok").plain
+
+    assert "call 13 of 16  3 params got no gradient  2 frozen  288 µs" in status(5, 2)
+    assert "call 13 of 16  200 frozen  288 µs" in status(200, 200)
+    assert "got no gradient" not in status(200, 200)

@@ -10,7 +10,10 @@ The step's call record gets in `extra`:
 - `lrs`: the learning rate of each param group, in order (`lr` stays the first group's);
   a tensor lr on an accelerator is left as None rather than synchronizing to read it.
 - `no_grad`: names of the parameters of the optimizer that had no gradient after the step
-  (frozen, or unused in the forward); at most NO_GRAD_NAMES, with `no_grad_count` the total.
+  (frozen, or unused in the forward); at most NO_GRAD_NAMES, with `no_grad_count` the total,
+  and `no_grad_frozen` those of them with `requires_grad=False` (the rest did require grad:
+  no backward since their gradient was last set to None reached them), with
+  `no_grad_frozen_count` the total.
 
 Like `param_grad`, at most MAX_SLOTS parameters get an update slot (a last slot says more
 were left out). The copies are bounded by SNAPSHOT_BUDGET_BYTES per step: parameters past it (in
@@ -60,11 +63,14 @@ class ParamUpdates:
         """`no_grad` and `no_grad_count`, read after the step: an LBFGS closure computes
         the first gradients inside step()."""
         ps = params(opt)
-        missing = [name for name, p in zip(self._recorder.names.names_of(ps, given_names(opt)), ps)
+        missing = [(name, p.requires_grad) for name, p in zip(self._recorder.names.names_of(ps, given_names(opt)), ps)
                    if p.grad is None]
         if not missing:
             return {}
-        return {"no_grad": missing[:NO_GRAD_NAMES], "no_grad_count": len(missing)}
+        listed = missing[:NO_GRAD_NAMES]
+        return {"no_grad": [name for name, _ in listed], "no_grad_count": len(missing),
+                "no_grad_frozen": [name for name, wants in listed if not wants],
+                "no_grad_frozen_count": sum(1 for _, wants in missing if not wants)}
 
     def before_step(self, opt: Any, closure: bool = False) -> None:
         """Copy each parameter with a gradient (with a closure, that may compute them:

@@ -65,11 +65,21 @@ def optimizer_rows(call: CallRecord) -> list[Slot]:
     lrs = call.extra.get("lrs") or []
     rows = [Slot("lr", i, f"group {i}", repr=number(lr)) for i, lr in enumerate(lrs)]
     missing = call.extra.get("no_grad") or []
-    rows += [Slot("no grad", i, name, repr="no gradient: not updated") for i, name in enumerate(missing)]
+    frozen = call.extra.get("no_grad_frozen")
+    rows += [Slot("no grad", i, name, repr=_why_no_grad(name, frozen)) for i, name in enumerate(missing)]
     more = call.extra.get("no_grad_count", len(missing)) - len(missing)
     if more > 0:
         rows.append(Slot("no grad", len(missing), f"… {more} more", repr=""))
     return rows
+
+
+def _why_no_grad(name: str, frozen: list[str] | None) -> str:
+    """Frozen on purpose, or left out of the loss by mistake: the fixes differ."""
+    if frozen is None:  # recorded before runs said which
+        return "no gradient: not updated"
+    if name in frozen:
+        return "requires_grad=False: not updated"
+    return "backward did not reach it: not updated"
 
 
 class Inspector(RowTable):

@@ -34,9 +34,7 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append("  NaN/Inf in output", style="bold red")
     elif nonfinite_grad:
         text.append("  NaN/Inf in gradient", style="bold red")
-    no_grad = call.extra.get("no_grad_count")
-    if isinstance(no_grad, int) and no_grad > 0:  # an optimizer step: frozen or unused parameters
-        text.append(f"  {no_grad} param{'s' if no_grad > 1 else ''} got no gradient", style="bold yellow")
+    _no_grad(text, call.extra)
     text.append(f"  {duration(call.duration_ns)}")
     backward_ns = call.extra.get("backward_ns")
     if isinstance(backward_ns, int):
@@ -45,6 +43,21 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     if call.error and (status == "crashed" or "error_text" in call.extra):
         text.append("  x: whole exception", style="dim")
     return text
+
+
+def _no_grad(text: Text, extra: dict) -> None:
+    """An optimizer step's parameters without a gradient: those that required one first (a
+    layer the loss does not reach, by mistake), then the frozen ones (fine-tuning freezes
+    thousands on purpose: said, not flagged)."""
+    missing, frozen = extra.get("no_grad_count"), extra.get("no_grad_frozen_count")
+    if not isinstance(missing, int) or missing <= 0:
+        return
+    frozen = frozen if isinstance(frozen, int) and 0 <= frozen <= missing else 0
+    if missing > frozen:
+        n = missing - frozen
+        text.append(f"  {n} param{'s' if n > 1 else ''} got no gradient", style="bold yellow")
+    if frozen:
+        text.append(f"  {frozen} frozen", style="dim")
 
 
 def _first_line(message: str) -> str:
