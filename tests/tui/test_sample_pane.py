@@ -126,8 +126,30 @@ async def test_a_step_without_predictions_still_lists_its_samples(tmp_path):
         await press(pilot, "p")
         text = screen_text(pilot.app)
         assert "samples (no predictions recorded for step 1)" in text and "sample 12 (#0)" in text
+        # A regression loss has no classes to predict, but each sample's loss says which
+        # ones the model got worst (here only the worst two were kept).
+        table = pilot.app.screen.query_one(RowTable)
+        assert [c.label.plain for c in table.ordered_columns] == ["#", "sample", "loss"]
+        assert [[str(cell) for cell in table.get_row_at(r)] for r in range(3)] == [
+            ["0", "12", "0.25"], ["1", "7", "2.5"], ["2", "3", ""]]
         await press(pilot, "end")
         assert "sample 3 (#2)" in screen_text(pilot.app)
+
+
+async def test_a_step_without_predictions_or_batch_lists_the_per_sample_losses(tmp_path):
+    # Batches the script made itself (no DataLoader): the losses alone, by position.
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        w.put_slots(1, [tensor_slot("per_sample", 0, "per_sample", np.array([0.5, 1.5, 3.0], np.float32))])
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2) as pilot:
+        await press(pilot, "p")
+        table = pilot.app.screen.query_one(RowTable)
+        assert [c.label.plain for c in table.ordered_columns] == ["#", "loss"]
+        assert [[str(cell) for cell in table.get_row_at(r)] for r in range(3)] == [
+            ["0", "0.5"], ["1", "1.5"], ["2", "3"]]
+        assert not pilot.app.screen.query_one(SamplePane).display
 
 
 def _run_with(path, samples: list[dict], predictions: dict | None = None, size: int = 2):

@@ -194,15 +194,8 @@ class StepScreen(Screen[None]):
         table = self.query_one(RowTable)
         table.clear(columns=True)
         table.border_title = "predictions"
-        if record is None and indices is not None:  # no predictions: the samples can still be walked
-            table.border_title = f"samples (no predictions recorded for step {self.step})"
-            table.add_columns("#", "sample")
-            for i, index in enumerate(indices):
-                table.add_row(str(i), Text(str(index), style="dim", justify="right"))
-            return
         if record is None:
-            table.add_column("")
-            table.add_row(Text(f"no predictions recorded for step {self.step}", style="dim italic"))
+            self._samples_table(table, losses, worst, count, indices)
             return
         if record.get("kind") == "tokens":
             table.add_columns("#", "predicted", "target", "accuracy")
@@ -226,6 +219,27 @@ class StepScreen(Screen[None]):
             target, predicted, others, mark = _class_cells(row, record.get("kind") == "labels")
             table.add_row(str(i), Text("" if index is None else str(index), style="dim", justify="right"),
                           loss, target, mark, predicted, others)
+
+    def _samples_table(self, table: RowTable, losses: dict[int, float], worst: set[int],
+                       count: int | None, indices: list[Any] | None) -> None:
+        """No predictions (a regression loss, say): the batch's samples can still be walked,
+        each with its loss where there is one loss per sample."""
+        rows = len(indices) if indices is not None else count or (max(losses) + 1 if losses else 0)
+        if not rows:
+            table.add_column("")
+            table.add_row(Text(f"no predictions recorded for step {self.step}", style="dim italic"))
+            return
+        table.border_title = f"samples (no predictions recorded for step {self.step})"
+        with_loss = bool(losses) and count in (None, rows)  # not a loss per token or pixel
+        table.add_columns("#", *(["sample"] if indices is not None else []), *(["loss"] if with_loss else []))
+        for i in range(rows):
+            cells: list[Any] = [str(i)]
+            if indices is not None:
+                cells.append(Text(str(indices[i]), style="dim", justify="right"))
+            if with_loss:
+                cells.append(Text(number(losses[i]) if i in losses else "", justify="right",
+                                  style="bold red" if i in worst else ""))
+            table.add_row(*cells)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_sample(event.cursor_row)
