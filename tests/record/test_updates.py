@@ -522,3 +522,33 @@ for step in range(2):
                         ("no grad Net.aux.bias", "backward did not reach it: not updated"),
                         ("no grad Net.frozen.weight", "requires_grad=False: not updated"),
                         ("no grad Net.frozen.bias", "requires_grad=False: not updated")]
+
+
+def test_a_missing_zero_grad_shows_as_a_gradient_norm_growing_step_after_step(run_inprocess, tmp_path):
+    # The bug the parameters view (`w`) is for: each step's gradient is the sum of all so far.
+    from tvis_tui.store.parameters import parameter_history
+
+    source = """
+import sys, torch
+from torch import nn
+torch.manual_seed(0)
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+x, y = torch.randn(8, 4), torch.randn(8, 1)
+norms = []
+for step in range(3):
+    nn.functional.mse_loss(net(x), y).backward()  # no opt.zero_grad()
+    norms.append([float(net.weight.grad.norm()), float(net.bias.grad.norm())])
+    opt.step()
+torch.save(norms, sys.argv[1])
+"""
+    code, run = run_inprocess(source, str(tmp_path / "norms.pt"))
+    assert code == 0
+    history = parameter_history(run)
+    assert history.steps == [1, 2, 3] and history.names == ["Linear.weight", "Linear.bias"]
+    expected = torch.load(tmp_path / "norms.pt")
+    for i, name in enumerate(history.names):
+        got = [history.points[name][step].grad_norm for step in history.steps]
+        assert got == pytest.approx([norms[i] for norms in expected], rel=1e-6)
+        assert got[0] < got[1] < got[2]
+        assert all(history.points[name][step].ratio > 0 for step in history.steps)

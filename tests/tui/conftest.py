@@ -107,8 +107,8 @@ def tensor_slot(role: str, index: int, path: str, arr: np.ndarray, keep: bool = 
         norm=float(np.linalg.norm(finite)) if finite.size else None, zeros=int((arr == 0).sum()),
     )
     slot = Slot(role, index, path, shape=tuple(arr.shape), dtype="float32", device="cpu", stats=stats,
-                hist=tuple(int(h) for h in hist), hist_lo=edges[0] and float(edges[0]),
-                hist_hi=edges[-1] and float(edges[-1]), values_dtype="float32" if keep else None)
+                hist=tuple(int(h) for h in hist), hist_lo=None if edges[0] is None else float(edges[0]),
+                hist_hi=None if edges[-1] is None else float(edges[-1]), values_dtype="float32" if keep else None)
     return slot, (arr.astype("<f4").tobytes() if keep else None)
 
 

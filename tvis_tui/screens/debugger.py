@@ -42,6 +42,8 @@ class DebuggerScreen(SteppingActions, Screen):
         *STEPPING_BINDINGS,
         Binding("v", "values", "Values of the selected tensor", show=False),
         Binding("p", "step_view", "This step: the loss over all steps, the predictions, each sample", show=False),
+        Binding("w", "params_view", "Every parameter across the optimizer steps: gradient norm, update/weight, "
+                "weight norm", show=False),
         Binding("x", "exception", "The whole exception this call raised, or the one a crashed run ended with",
                 show=False),
         Binding("escape", "close", "Back to the run list (when the run was opened from one)", show=False),
@@ -310,6 +312,11 @@ class DebuggerScreen(SteppingActions, Screen):
             self.move(None, "call loaded yet")
             return
         self.app.push_screen(StepScreen(self.reader, self.loaded_call.step))
+
+    def action_params_view(self) -> None:
+        from tvis_tui.screens.params_view import ParamsScreen
+
+        self.app.push_screen(ParamsScreen(self.reader, self.loaded_call.step if self.loaded_call else None))
 
     def on_values_requested(self, message: ValuesRequested) -> None:
         from tvis_tui.screens.values import ValuesScreen

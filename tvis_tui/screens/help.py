@@ -50,6 +50,7 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
     """Every key the app answers to, by where it works."""
     from tvis_tui.app import TvisApp
     from tvis_tui.screens.debugger import DebuggerScreen
+    from tvis_tui.screens.params_view import ParamsScreen
     from tvis_tui.screens.run_picker import RunPickerScreen
     from tvis_tui.screens.step_view import StepScreen
     from tvis_tui.screens.values import ValuesScreen
@@ -69,6 +70,9 @@ def key_sections() -> list[tuple[str, list[Binding]]]:
         ("Inspector", inspector),
         ("Values view", [*ValuesScreen.BINDINGS, scrolling]),
         ("Step view", list(StepScreen.BINDINGS)),
+        ("Parameters view", [Binding("up,k,down,j,home,end", "cursor", "Select a parameter"),
+                             Binding("left,right", "scroll", "Scroll the steps (‹ › mark columns out of view)"),
+                             *ParamsScreen.BINDINGS]),
         ("Run list", [Binding("up,k,down,j,home,end", "cursor", "Select a run"),
                       Binding("left,right", "scroll", "Scroll the columns (‹ › mark columns out of view)"),
                       *RunPickerScreen.BINDINGS]),

@@ -1,0 +1,85 @@
+"""The parameters view (`w`): every parameter across the optimizer steps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from conftest import tensor_slot
+from pilot import opened, press
+from screen_text import screen_text
+
+from tvis_tui.screens.params_view import ParamsScreen
+from tvis_tui.store import CallRecord, RunWriter, StepRecord
+from tvis_tui.widgets.row_table import RowTable
+
+G, D = ["G.fc.weight", "G.fc.bias"], ["D.fc.weight"]
+
+
+def _optimizer_call(w: RunWriter, seq: int, step: int, name: str, grads: dict[str, np.ndarray],
+                    no_grad: list[str] = ()) -> None:
+    extra = {"no_grad": list(no_grad), "no_grad_count": len(no_grad)} if no_grad else {}
+    w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=step, phase="optimizer", kind="optimizer",
+                          name=name, type=name, start_ns=seq * 1000, duration_ns=500, extra=extra))
+    slots = []
+    for i, (path, grad) in enumerate(grads.items()):
+        slots.append(tensor_slot("param_grad", i, path, grad, keep=False))
+        update, _ = tensor_slot("update", i, path, grad * -0.1, keep=False)
+        slots.append((dataclasses.replace(update, ratio=0.01 * step), None))
+        slots.append(tensor_slot("param", i, path, np.full(4, float(step), np.float32), keep=False))
+    w.put_slots(seq, slots)
+
+
+def write_gan_run(path):
+    """Three steps; step 2 steps G and D, step 3's G gradient holds a NaN; D.head never
+    gets a gradient."""
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        seq = 0
+        for step in (1, 2, 3):
+            grad = np.full(4, 0.5 * step, np.float32)  # norm = step: a gradient that grows
+            if step == 3:
+                grad[0] = np.nan
+            seq += 1
+            _optimizer_call(w, seq, step, "Adam", {G[0]: grad, G[1]: np.ones(4, np.float32)})
+            if step == 2:
+                seq += 1
+                _optimizer_call(w, seq, step, "SGD", {D[0]: np.full(4, 2.0, np.float32)}, no_grad=["D.head.weight"])
+            w.put_step(StepRecord(step=step, first_seq=seq, last_seq=seq, loss=1.0, phase_ns={}))
+        w.close(status="ok", steps_recorded=3)
+    return path
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    return {line.split()[1]: line.strip("│ ").split()[1:] for line in text.splitlines()
+            if line.startswith("│ ") and line.split()[1].count(".") == 2}
+
+
+async def test_each_parameter_reads_across_the_steps_and_m_cycles_the_measure(tmp_path):
+    async with opened(write_gan_run(tmp_path / "run"), 1, size=(120, 30)) as pilot:
+        await press(pilot, "w")
+        assert isinstance(pilot.app.screen, ParamsScreen)
+        text = screen_text(pilot.app)
+        assert "parameters × optimizer steps  gradient norm  (m: update / weight" in text
+        table = pilot.app.screen.query_one(RowTable)
+        assert [c.label.plain for c in table.ordered_columns] == ["parameter", "trend", "step 1", "step 2", "step 3"]
+        assert table.ordered_columns[2].label.style == "bold reverse"  # opened from a call of step 1
+        rows = _rows(text)
+        assert rows["G.fc.weight"][1:3] == ["1", "2"] and " ".join(rows["G.fc.weight"][3:]) == "NaN/Inf grad"
+        assert rows["G.fc.bias"][1:] == ["2", "2", "2"]
+        # D is stepped only in step 2; the parameter that got no gradient says so.
+        assert rows["D.fc.weight"][1:] == ["4"] and " ".join(rows["D.head.weight"]) == "no grad"
+        await press(pilot, "m")
+        text = screen_text(pilot.app)
+        assert "update / weight (‖Δ‖ / ‖w‖)  (m: weight norm" in text
+        assert _rows(text)["G.fc.bias"][1:] == ["0.01", "0.02", "0.03"]
+        await press(pilot, "m")
+        assert _rows(screen_text(pilot.app))["G.fc.bias"][1:] == ["2", "4", "6"]  # the weight norm
+        await press(pilot, "escape")
+        assert not isinstance(pilot.app.screen, ParamsScreen) and "call 1 of 4" in screen_text(pilot.app)
+
+
+async def test_a_run_without_parameter_slots_says_so(healthy_run):
+    async with opened(healthy_run, 10, size=(80, 24)) as pilot:
+        await press(pilot, "w")
+        assert "no optimizer step recorded a parameter" in screen_text(pilot.app)

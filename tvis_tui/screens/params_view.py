@@ -1,0 +1,141 @@
+"""Every parameter across the recorded optimizer steps: a row per parameter, a column per
+step, showing its gradient norm, its update/weight ratio or its weight norm (`m` cycles),
+with a sparkline of the whole row. What one step cannot show, the row does: a gradient
+norm that grows every step (gradients accumulating: no zero_grad), a layer whose updates
+are large against its weights (a learning rate too high for it), a parameter that never
+gets a gradient. Esc goes back to the call."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual.worker import get_current_worker
+
+from tvis_tui.store import RunReader
+from tvis_tui.store.parameters import ParamHistory, ParamPoint, parameter_history
+from tvis_tui.widgets.format import number
+from tvis_tui.widgets.row_table import RowTable
+from tvis_tui.widgets.sparkline import sparkline
+
+MEASURES: dict[str, tuple[str, Callable[[ParamPoint], float | None]]] = {
+    "grad": ("gradient norm", lambda p: p.grad_norm),
+    "ratio": ("update / weight (‖Δ‖ / ‖w‖)", lambda p: p.ratio),
+    "weight": ("weight norm after the step", lambda p: p.weight_norm),
+}
+"""What `m` cycles the cells through: its title and each point's value."""
+
+TREND_WIDTH = 12
+LOG_SPAN = 100
+"""A row whose values span more than this factor draws its trend on a log scale."""
+
+
+class ParamsScreen(Screen[None]):
+    HELP_SECTIONS = ("Parameters view",)  # help lists these first
+    BINDINGS = [
+        Binding("escape,q,w", "close", "Back to the call"),
+        Binding("m", "next_measure", "Gradient norm / update÷weight / weight norm"),
+    ]
+
+    def __init__(self, reader: RunReader, step: int | None = None) -> None:
+        super().__init__()
+        self.reader = reader
+        self.step = step  # the step the view was opened from: its column is marked
+        self.measure = "grad"  # a key of MEASURES
+        self.history: ParamHistory | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="params-title")
+        yield RowTable(id="params")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(RowTable).focus()
+        self.query_one("#params-title", Static).update(Text("reading the optimizer steps…", style="dim"))
+        self.load()
+
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        history = parameter_history(self.reader)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show, history)
+
+    def _show(self, history: ParamHistory) -> None:
+        self.history = history
+        self._title()
+        self._table()
+
+    def _title(self) -> None:
+        title = Text("parameters × optimizer steps", style="bold")
+        if self.history is not None and not self.history.names:
+            title.append("  no optimizer step recorded a parameter", style="dim italic")
+        else:
+            title.append(f"  {MEASURES[self.measure][0]}")
+            title.append(f"  (m: {MEASURES[self._next_measure()][0]})", style="dim")
+        self.query_one("#params-title", Static).update(title)
+
+    def _table(self) -> None:
+        table = self.query_one(RowTable)
+        table.clear(columns=True)
+        history = self.history
+        if history is None or not history.names:
+            return
+        value_of = MEASURES[self.measure][1]
+        table.add_column("parameter")
+        table.add_column("trend")
+        for step in history.steps:
+            table.add_column(Text(f"step {step}", style="bold reverse" if step == self.step else ""))
+        for name in history.names:
+            points = [history.points[name].get(step) for step in history.steps]
+            table.add_row(Text(name, no_wrap=True), _trend(points, value_of),
+                          *(_cell(p, value_of) for p in points))
+
+    def _next_measure(self) -> str:
+        names = list(MEASURES)
+        return names[(names.index(self.measure) + 1) % len(names)]
+
+    def action_next_measure(self) -> None:
+        self.measure = self._next_measure()
+        self._title()
+        self._table()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+
+def _cell(point: ParamPoint | None, value_of: Callable[[ParamPoint], float | None]) -> Text:
+    if point is None:  # not in this step's optimizer (another optimizer's step)
+        return Text("")
+    if point.no_grad:
+        return Text("no grad", style="dim", justify="right")
+    value = value_of(point)
+    text = Text(number(value) if value is not None else "–", justify="right",
+                style="" if value is None or math.isfinite(value) else "bold red")
+    if point.grad_nonfinite:
+        text = Text("NaN/Inf grad", style="bold red", justify="right")
+    return text
+
+
+def _trend(points: list[ParamPoint | None], value_of: Callable[[ParamPoint], float | None]) -> Text:
+    """The row's values as bars, each as tall as its share of the row's largest; a step
+    without a finite value, or whose gradient held NaN/Inf, is a gap, and such a row is
+    drawn red. Values
+    that span more than LOG_SPAN are drawn on a log scale, marked `log`: a diverging run's
+    norms go from 1e2 to 1e29, and all but the last would be empty on a linear one."""
+    values = [value_of(p) if p is not None and not p.no_grad and not p.grad_nonfinite else None
+              for p in points]
+    heights = [abs(v) if v is not None and math.isfinite(v) else 0.0 for v in values]
+    positive = [h for h in heights if h > 0]
+    log = bool(positive) and max(positive) > LOG_SPAN * min(positive)
+    if log:
+        heights = [math.log10(h / min(positive)) + 1 if h > 0 else 0.0 for h in heights]
+    bad = any(p is not None and p.grad_nonfinite for p in points)
+    line = sparkline(heights, width=TREND_WIDTH, style="bold red" if bad else "green")
+    return line.append(" log", style="dim") if log else line
+

@@ -1,0 +1,81 @@
+"""Each parameter across the run's optimizer steps, read from the optimizer calls' slots.
+
+An optimizer call holds, per parameter that had a gradient, `param_grad` (the gradient the
+step applied), `update` (after - before, with `ratio` = ‖update‖ / ‖weight before‖) and
+`param` (the weight after the step); its `extra` names the parameters without a gradient
+(docs/store-format.md). Laid side by side, step after step, they show what one step cannot:
+a gradient norm that grows every step (gradients accumulating: no zero_grad), a layer whose
+updates are far larger than the rest relative to its weights, a weight that keeps growing.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tvis_tui.store.reader import RunReader
+from tvis_tui.store.records import CallRecord, Slot
+
+
+@dataclass(frozen=True, slots=True)
+class ParamPoint:
+    """One parameter at one optimizer step. Norms are over finite values (None: none; inf
+    where the sum of squares passed the dtype's range)."""
+
+    grad_norm: float | None = None
+    grad_nonfinite: int = 0  # NaN/Inf values in the gradient
+    ratio: float | None = None  # ‖update‖ / ‖weight before the step‖
+    weight_norm: float | None = None  # after the step
+    no_grad: bool = False  # the step left it alone: it had no gradient
+
+
+@dataclass
+class ParamHistory:
+    steps: list[int] = field(default_factory=list)  # steps with an optimizer call, in order
+    names: list[str] = field(default_factory=list)  # in the order the optimizers hold them
+    points: dict[str, dict[int, ParamPoint]] = field(default_factory=dict)  # name -> step -> point
+
+
+def parameter_history(reader: RunReader) -> ParamHistory:
+    """Every parameter an optimizer step of the run saw, at each such step. Where one step
+    holds several optimizer calls (a GAN's two optimizers), each names its own parameters;
+    a parameter stepped twice in a step shows its last."""
+    history = ParamHistory()
+    for step in reader.phase_steps():
+        calls = [c for span in reader.phases(step) if span.phase == "optimizer"
+                 for c in reader.calls(span.first_seq, span.last_seq) if c.kind == "optimizer"]
+        for call in calls:
+            _add(history, step, _points(call, reader.slots(call.seq)))
+    return history
+
+
+def _points(call: CallRecord, slots: list[Slot]) -> dict[str, ParamPoint]:
+    grads = {s.path: s for s in slots if s.role == "param_grad" and s.is_tensor}
+    ratios = {s.path: s.ratio for s in slots if s.role == "update" and s.is_tensor}
+    weights = {s.path: s for s in slots if s.role == "param" and s.is_tensor}
+    points = {name: ParamPoint(grad_norm=_norm(slot), grad_nonfinite=slot.stats.nonfinite if slot.stats else 0,
+                               ratio=ratios.get(name), weight_norm=_norm(weights.get(name)))
+              for name, slot in grads.items()}
+    missing = call.extra.get("no_grad")
+    for name in missing if isinstance(missing, list) else ():
+        if isinstance(name, str):
+            points.setdefault(name, ParamPoint(no_grad=True))
+    return points
+
+
+def _norm(slot: Slot | None) -> float | None:
+    norm = slot.stats.norm if slot is not None and slot.stats is not None else None
+    return norm if norm is not None and not math.isnan(norm) else None
+
+
+def _add(history: ParamHistory, step: int, points: dict[str, ParamPoint]) -> None:
+    if not points:
+        return
+    if not history.steps or history.steps[-1] != step:
+        history.steps.append(step)
+    for name, point in points.items():
+        if name not in history.points:
+            history.names.append(name)
+            history.points[name] = {}
+        history.points[name][step] = point
