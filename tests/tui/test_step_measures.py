@@ -65,7 +65,7 @@ async def test_step_view_shows_the_measures_and_m_switches_the_plot(healthy_run)
         await press(pilot, "m")
         text = screen_text(pilot.app)
         assert "step time per step (ms, tvis's own time left out)  (m: memory)" in text
-        assert "0.0255" in text and "0.0275" in text  # steps 1 to 3: 25.5, 26.5, 27.5 µs
+        assert "0.0275┤" in text and "   0┤" in text  # steps 1 to 3: 25.5, 26.5, 27.5 µs, from 0
         await press(pilot, "m")
         assert "peak memory per step (MiB)  (m: loss)" in screen_text(pilot.app)
         await press(pilot, "right_square_bracket")  # the plot keeps its measure from step to step
@@ -89,8 +89,27 @@ async def test_the_plots_leave_out_an_unfinished_last_step(tmp_path):
     async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
         await press(pilot, "p")
         await press(pilot, "m")
+        lines = screen_text(pilot.app).splitlines()
+        axis = next(i for i, line in enumerate(lines) if "└┬" in line)
+        assert lines[axis + 1].strip("│ ").split() == ["1", "2"]  # no step 3 on the x axis
+        assert any("0.0265┤" in line for line in lines)
+
+
+async def test_memory_and_time_are_plotted_from_zero(tmp_path):
+    # 5.63 to 5.71 MiB on an axis fitted to them read as a cliff (sweep M).
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step, peak in zip((1, 2, 3), (5.633, 5.709, 5.65)):
+            write_step(w, step, np.random.default_rng(0))
+            base = (step - 1) * CALLS_PER_STEP
+            w.put_step(StepRecord(step=step, first_seq=base + 1, last_seq=base + CALLS_PER_STEP, loss=1.0,
+                                  peak_bytes=int(peak * 2**20)))
+        w.close(status="ok", steps_recorded=3)
+    async with opened(tmp_path / "run", 2, size=(100, 30)) as pilot:
+        await press(pilot, "p", "m", "m")
         text = screen_text(pilot.app)
-        assert "0.0255" in text and "0.0265" in text and "0.0011" not in text
+        assert "peak memory per step (MiB)" in text
+        assert "5.71┤" in text and "   0┤" in text and "5.63┤" not in text
 
 
 async def test_a_diverging_loss_is_plotted_on_a_log_axis_with_short_labels(tmp_path):

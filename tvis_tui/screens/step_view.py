@@ -39,6 +39,10 @@ PLOTTED: dict[str, tuple[str, Callable[[StepRecord], float | None]]] = {
 """What `m` cycles the plot through: its title and each complete step's value (an
 unfinished step, as the last draw that found the data exhausted, measured no step)."""
 
+FROM_ZERO = {"time", "memory"}
+"""Amounts plotted from 0: on an axis fitted to the values, 5.63 to 5.71 MiB (1%) looked
+like a cliff (sweep M). A loss is not an amount: its axis fits its values."""
+
 
 LOG_SPAN = 1000
 """Positive values whose largest is this many times their smallest are plotted on a
@@ -177,7 +181,10 @@ class StepScreen(Screen[None]):
             log = min(ys) > 0 and max(ys) >= LOG_SPAN * min(ys)
             if log:  # a diverging loss: on a linear axis every step before the last reads 0
                 plt.yscale("log")
-            if log or max(abs(y) for y in ys) >= LONG_LABELS:
+            if self.plotted in FROM_ZERO and not log and min(ys) >= 0 and max(ys) > 0:
+                plt.ylim(0, max(ys))
+                plt.yticks(*y_ticks(0, max(ys), log))
+            elif log or max(abs(y) for y in ys) >= LONG_LABELS:
                 plt.yticks(*y_ticks(min(ys), max(ys), log))
         widget.refresh()
 
