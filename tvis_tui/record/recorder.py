@@ -45,6 +45,7 @@ from tvis_tui.record import forks, per_sample_loss, warning_sites
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.sites import Sites, read_source
 from tvis_tui.record.slots import leaves
+from tvis_tui.record.stale_grads import StaleGrads
 from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import count_gc_as_overhead
@@ -154,6 +155,7 @@ class Recorder:
         self.grads = ActivationGrads(self)
         self._after_own_hooks = AfterOwnHooks(self._module_post_last, lambda: self.log.stack, self._active)
         self.updates = ParamUpdates(self)
+        self.stale = StaleGrads()
         self.step_limit = step_limit
         self.warnings: list[str] = []
         self.modules_recorded = False  # whether --include/--exclude-modules left any module
@@ -500,6 +502,8 @@ class Recorder:
             self._named_in_step = self.steps.step
         self.steps.add_optimizer(opt)  # one made before tvis started, or bypassing __init__
         extra = self.updates.step_extra(opt)
+        ps = optimizer_params(opt)
+        extra.update(self.stale.step_extra(ps, lambda: self.names.names_of(ps, given_names(opt))))
         lrs = extra["lrs"]
         if lrs and lrs[0] is not None:  # a CUDA tensor lr is not read: that would sync
             extra["lr"] = lrs[0]
@@ -530,6 +534,7 @@ class Recorder:
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt), given_names(opt)),
                            role="param", extra=no_grad)
+        self.stale.after_step(optimizer_params(opt))
         self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
 
     def _gradients(self, opt: Any) -> Iterator[tuple[str, torch.Tensor]]:
@@ -555,6 +560,7 @@ class Recorder:
         if torch.compiler.is_compiling() or not self._active():
             return original(tensors, *args, **kwargs)
         self._before_backward(sys._getframe(1))
+        self._guard(self.stale.before_backward)  # backward() adds to .grad; autograd.grad does not
         call = self._guard(self._open_backward, tensors, sys._getframe(2))
         scaled = self._before_scaling(_loss_of(tensors)) is not None
         try:
@@ -602,6 +608,7 @@ class Recorder:
         result = original(owner, *args, **kwargs)
         if self._active():
             self._guard(self.steps.zeroed, owner)
+            self._guard(self.stale.zeroed, owner)
         return result
 
     def _autograd_grad(self, original: Callable[..., Any], outputs: Any, inputs: Any, *args: Any,

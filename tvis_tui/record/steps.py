@@ -150,9 +150,9 @@ class StepTracker:
         the other since the last backward add up; zeroing only a part (a head's) leaves
         the earlier losses' gradients on the rest to be applied."""
         with self._lock:
-            self._zeroed |= _parameter_ids(owner)  # in parts too: `enc.zero_grad(); head.zero_grad()`
+            self._zeroed |= parameter_ids(owner)  # in parts too: `enc.zero_grad(); head.zero_grad()`
             for optimizer in list(self.optimizers):
-                if _parameter_ids(optimizer) <= self._zeroed:
+                if parameter_ids(optimizer) <= self._zeroed:
                     self._zeroed_at[id(optimizer)] = len(self._losses)
 
     def note_batch(self, source: int) -> None:
@@ -222,8 +222,8 @@ class StepTracker:
         tentatively until then)."""
         if any(o in self._last_step for o in waiting):  # it has stepped before
             return False
-        updated = set().union(*(_parameter_ids(o) for o in live if id(o) in self._stepped))
-        return all(_parameter_ids(o) <= updated for o in waiting)
+        updated = set().union(*(parameter_ids(o) for o in live if id(o) in self._stepped))
+        return all(parameter_ids(o) <= updated for o in waiting)
 
     def _replaced(self, optimizer: Any) -> bool:
         """Whether a newer optimizer, made after `optimizer`'s last step, steps where it
@@ -336,7 +336,7 @@ class StepTracker:
         return "backward"
 
 
-def _parameter_ids(owner: Any) -> set[int]:
+def parameter_ids(owner: Any) -> set[int]:
     """The ids of the parameters an optimizer steps, or a module holds."""
     if isinstance(owner, torch.nn.Module):
         return {id(p) for p in owner.parameters()}

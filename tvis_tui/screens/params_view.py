@@ -78,6 +78,11 @@ class ParamsScreen(Screen[None]):
         else:
             title.append(f"  {MEASURES[self.measure][0]}")
             title.append(f"  (m: {MEASURES[self._next_measure()][0]})", style="dim")
+            if self.history is not None and self.history.not_zeroed:
+                steps = sorted(self.history.not_zeroed)
+                shown = ", ".join(map(str, steps[:5])) + (" …" if len(steps) > 5 else "")
+                title.append(f"\ngradients not zeroed before step {shown}: each step applies the earlier "
+                             "steps' gradients again (no zero_grad?)", style="bold yellow")
         self.query_one("#params-title", Static).update(title)
 
     def _table(self) -> None:

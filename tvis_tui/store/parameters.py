@@ -35,6 +35,8 @@ class ParamHistory:
     steps: list[int] = field(default_factory=list)  # steps with an optimizer call, in order
     names: list[str] = field(default_factory=list)  # in the order the optimizers hold them
     points: dict[str, dict[int, ParamPoint]] = field(default_factory=dict)  # name -> step -> point
+    # step -> how many gradients its optimizer steps found not zeroed since an earlier step
+    not_zeroed: dict[int, int] = field(default_factory=dict)
 
 
 def parameter_history(reader: RunReader) -> ParamHistory:
@@ -47,6 +49,9 @@ def parameter_history(reader: RunReader) -> ParamHistory:
                  for c in reader.calls(span.first_seq, span.last_seq) if c.kind == "optimizer"]
         for call in calls:
             _add(history, step, _points(call, reader.slots(call.seq)))
+            carried = call.extra.get("not_zeroed_count")
+            if isinstance(carried, int) and carried > 0:
+                history.not_zeroed[step] = history.not_zeroed.get(step, 0) + carried
     return history
 
 

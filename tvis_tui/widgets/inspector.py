@@ -70,6 +70,12 @@ def optimizer_rows(call: CallRecord) -> list[Slot]:
     more = call.extra.get("no_grad_count", len(missing)) - len(missing)
     if more > 0:
         rows.append(Slot("no grad", len(missing), f"… {more} more", repr=""))
+    carried = call.extra.get("not_zeroed") or []
+    # No zero_grad since the last step: this step applies that step's gradient again.
+    rows += [Slot("not zeroed", i, name, repr="holds the last step's gradient too") for i, name in enumerate(carried)]
+    more = call.extra.get("not_zeroed_count", len(carried)) - len(carried)
+    if more > 0:
+        rows.append(Slot("not zeroed", len(carried), f"… {more} more", repr=""))
     return rows
 
 
