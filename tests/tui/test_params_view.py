@@ -19,6 +19,8 @@ G, D = ["G.fc.weight", "G.fc.bias"], ["D.fc.weight"]
 def _optimizer_call(w: RunWriter, seq: int, step: int, name: str, grads: dict[str, np.ndarray],
                     no_grad: list[str] = ()) -> None:
     extra = {"no_grad": list(no_grad), "no_grad_count": len(no_grad)} if no_grad else {}
+    if step > 1 and name == "Adam":  # nothing zeroed G's gradients; D's loss weight is in no optimizer
+        extra.update(not_zeroed=G, not_zeroed_count=2, not_stepped=["D.scale"], not_stepped_count=1)
     w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=step, phase="optimizer", kind="optimizer",
                           name=name, type=name, start_ns=seq * 1000, duration_ns=500, extra=extra))
     slots = []
@@ -61,6 +63,8 @@ async def test_each_parameter_reads_across_the_steps_and_m_cycles_the_measure(tm
         assert isinstance(pilot.app.screen, ParamsScreen)
         text = screen_text(pilot.app)
         assert "parameters × optimizer steps  gradient norm  (m: update / weight" in text
+        assert "1 parameter got gradients that no optimizer steps (they never train): D.scale" in text
+        assert "gradients not zeroed before step 2, 3: each step applies the earlier steps'" in text
         table = pilot.app.screen.query_one(RowTable)
         assert [c.label.plain for c in table.ordered_columns] == ["parameter", "trend", "step 1", "step 2", "step 3"]
         assert table.ordered_columns[2].label.style == "bold reverse"  # opened from a call of step 1

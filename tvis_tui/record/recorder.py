@@ -40,6 +40,7 @@ from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
 from tvis_tui.record.names import ModuleNames, class_name
 from tvis_tui.record.options import CaptureOptions
+from tvis_tui.record.orphan_params import orphans, step_extra as orphans_extra
 from tvis_tui.record.own_hooks import AfterOwnHooks
 from tvis_tui.record import forks, per_sample_loss, warning_sites
 from tvis_tui.record.sink import WriterThread
@@ -530,10 +531,12 @@ class Recorder:
         call = self.log.innermost(id(opt))
         if call is not None:
             self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
-            no_grad = self.updates.after_step(opt, call.record.seq)
+            extra = self.updates.after_step(opt, call.record.seq)
+            lost = orphans(self.names.roots(), self.steps.optimizers)
+            extra.update(orphans_extra(lost, self.names.names_of(lost)))
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt), given_names(opt)),
-                           role="param", extra=no_grad)
+                           role="param", extra=extra)
         self.stale.after_step(optimizer_params(opt))
         self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
 

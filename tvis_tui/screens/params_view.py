@@ -78,6 +78,11 @@ class ParamsScreen(Screen[None]):
         else:
             title.append(f"  {MEASURES[self.measure][0]}")
             title.append(f"  (m: {MEASURES[self._next_measure()][0]})", style="dim")
+            if self.history is not None and self.history.not_stepped:
+                lost, count = list(self.history.not_stepped), max(self.history.not_stepped_count, 1)
+                title.append(f"\n{count} parameter{'s' if count > 1 else ''} got gradients that no "
+                             f"optimizer steps (they never train): {', '.join(lost[:3])}"
+                             + (" …" if len(lost) > 3 else ""), style="bold yellow")
             if self.history is not None and self.history.not_zeroed:
                 steps = sorted(self.history.not_zeroed)
                 shown = ", ".join(map(str, steps[:5])) + (" …" if len(steps) > 5 else "")

@@ -37,6 +37,9 @@ class ParamHistory:
     points: dict[str, dict[int, ParamPoint]] = field(default_factory=dict)  # name -> step -> point
     # step -> how many gradients its optimizer steps found not zeroed since an earlier step
     not_zeroed: dict[int, int] = field(default_factory=dict)
+    # parameters with a gradient that no optimizer steps, by name: the steps they were seen in
+    not_stepped: dict[str, list[int]] = field(default_factory=dict)
+    not_stepped_count: int = 0  # the most in one step (past the names listed, counted)
 
 
 def parameter_history(reader: RunReader) -> ParamHistory:
@@ -52,6 +55,14 @@ def parameter_history(reader: RunReader) -> ParamHistory:
             carried = call.extra.get("not_zeroed_count")
             if isinstance(carried, int) and carried > 0:
                 history.not_zeroed[step] = history.not_zeroed.get(step, 0) + carried
+            count = call.extra.get("not_stepped_count")
+            if isinstance(count, int):
+                history.not_stepped_count = max(history.not_stepped_count, count)
+            lost = call.extra.get("not_stepped")
+            for name in lost if isinstance(lost, list) else ():
+                seen = history.not_stepped.setdefault(str(name), [])
+                if step not in seen:
+                    seen.append(step)
     return history
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -64,18 +66,22 @@ def optimizer_rows(call: CallRecord) -> list[Slot]:
         return []
     lrs = call.extra.get("lrs") or []
     rows = [Slot("lr", i, f"group {i}", repr=number(lr)) for i, lr in enumerate(lrs)]
-    missing = call.extra.get("no_grad") or []
     frozen = call.extra.get("no_grad_frozen")
-    rows += [Slot("no grad", i, name, repr=_why_no_grad(name, frozen)) for i, name in enumerate(missing)]
-    more = call.extra.get("no_grad_count", len(missing)) - len(missing)
-    if more > 0:
-        rows.append(Slot("no grad", len(missing), f"… {more} more", repr=""))
-    carried = call.extra.get("not_zeroed") or []
+    rows += _named_rows(call.extra, "no_grad", "no grad", lambda name: _why_no_grad(name, frozen))
     # No zero_grad since the last step: this step applies that step's gradient again.
-    rows += [Slot("not zeroed", i, name, repr="holds the last step's gradient too") for i, name in enumerate(carried)]
-    more = call.extra.get("not_zeroed_count", len(carried)) - len(carried)
+    rows += _named_rows(call.extra, "not_zeroed", "not zeroed", lambda _: "holds the last step's gradient too")
+    rows += _named_rows(call.extra, "not_stepped", "no optimizer",
+                        lambda _: "has a gradient; no optimizer steps it")
+    return rows
+
+
+def _named_rows(extra: dict, key: str, role: str, why: Callable[[str], str]) -> list[Slot]:
+    """A row per parameter `extra[key]` names, and one for those past the names listed."""
+    names = extra.get(key) or []
+    rows = [Slot(role, i, name, repr=why(name)) for i, name in enumerate(names)]
+    more = extra.get(f"{key}_count", len(names)) - len(names)
     if more > 0:
-        rows.append(Slot("not zeroed", len(carried), f"… {more} more", repr=""))
+        rows.append(Slot(role, len(names), f"… {more} more", repr=""))
     return rows
 
 

@@ -35,6 +35,9 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     elif nonfinite_grad:
         text.append("  NaN/Inf in gradient", style="bold red")
     _no_grad(text, call.extra)
+    lost = call.extra.get("not_stepped_count")
+    if isinstance(lost, int) and lost > 0:  # gradients computed, never applied: they never train
+        text.append(f"  {lost} param{'s' if lost > 1 else ''} in no optimizer", style="bold yellow")
     carried = call.extra.get("not_zeroed_count")
     if isinstance(carried, int) and carried > 0:  # the step applies an earlier step's gradient again
         text.append(f"  {carried} grad{'s' if carried > 1 else ''} not zeroed", style="bold yellow")

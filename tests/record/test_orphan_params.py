@@ -1,0 +1,64 @@
+"""Parameters that get a gradient but that no optimizer steps: they never train."""
+
+from __future__ import annotations
+
+SCRIPT = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone, self.head = nn.Linear(4, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.backbone(x)))
+
+net = Net()
+{optimizer}
+teacher = Net()  # run under no_grad: no gradients, nothing to report
+for step in range(2):
+    opt.zero_grad()
+    x = torch.randn(6, 4)
+    with torch.no_grad():
+        target = teacher(x)
+    nn.functional.mse_loss(net(x), target).backward()
+    opt.step()
+"""
+
+
+def _optimizer_calls(run):
+    return [c for c in run.calls(1, run.call_count()) if c.kind == "optimizer"]
+
+
+def test_a_head_left_out_of_the_optimizer_is_named_at_every_step(run_inprocess):
+    from tvis_tui.store.parameters import parameter_history
+    from tvis_tui.widgets.inspector import optimizer_rows, slot_cells
+    from tvis_tui.widgets.status_line import status_text
+
+    code, run = run_inprocess(SCRIPT.format(optimizer="opt = torch.optim.SGD(net.backbone.parameters(), lr=0.1)"))
+    assert code == 0
+    calls = _optimizer_calls(run)
+    assert [(c.extra["not_stepped"], c.extra["not_stepped_count"]) for c in calls] == \
+        [(["net.head.weight", "net.head.bias"], 2)] * 2
+    assert "2 params in no optimizer" in status_text("run", calls[0], run.call_count(), None, "ok").plain
+    rows = [(r[0].plain, r[1].plain) for r in map(slot_cells, optimizer_rows(calls[0]))]
+    assert rows[1:] == [("no optimizer net.head.weight", "has a gradient; no optimizer steps it"),
+                        ("no optimizer net.head.bias", "has a gradient; no optimizer steps it")]
+    history = parameter_history(run)
+    assert history.not_stepped == {"net.head.weight": [1, 2], "net.head.bias": [1, 2]}
+
+
+def test_every_parameter_in_some_optimizer_reports_nothing(run_inprocess):
+    # Two optimizers, one per part (as a GAN's or per-layer learning rates): all covered.
+    code, run = run_inprocess(SCRIPT.format(optimizer=(
+        "a = torch.optim.SGD(net.backbone.parameters(), lr=0.1)\n"
+        "b = torch.optim.Adam(net.head.parameters())\n"
+        "class Both:\n"
+        "    def zero_grad(self): a.zero_grad(); b.zero_grad()\n"
+        "    def step(self): a.step(); b.step()\n"
+        "opt = Both()")))
+    assert code == 0
+    calls = _optimizer_calls(run)
+    assert len(calls) == 4 and not [c for c in calls if "not_stepped" in c.extra]
