@@ -77,6 +77,8 @@ class RowTable(DataTable):
         left = 1 if first > 0 else None
         right = self._visible_width - 1 if spans and spans[-1][1] > last else None
         for start, end in spans:
+            if end - start > self._visible_width:
+                continue  # an LM's predicted text: cut, it still reads; blanked, nothing would
             if start < first < end < last:
                 left = end - first
             if first < start < last < end:

@@ -1,0 +1,46 @@
+"""RowTable's edges: a column the pane's edge would cut is blanked with a marker, unless
+it is wider than the pane (then blanking it would leave nothing to read)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from tvis_tui.widgets.row_table import RowTable
+
+LONG = " ".join(f"word{i}" for i in range(40))  # ~270 cells: wider than any pane
+
+
+class TableApp(App):
+    def __init__(self, columns: list[str], row: list[str]) -> None:
+        super().__init__()
+        self.columns, self.row = columns, row
+
+    def compose(self) -> ComposeResult:
+        yield RowTable()
+
+    def on_mount(self) -> None:
+        table = self.query_one(RowTable)
+        table.add_columns(*self.columns)
+        table.add_row(*(Text(cell, justify="right") for cell in self.row))
+
+
+async def _lines(columns: list[str], row: list[str]) -> list[str]:
+    app = TableApp(columns, row)
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause()
+        table = app.query_one(RowTable)
+        return [table.render_line(y).text for y in range(2)]
+
+
+async def test_a_column_wider_than_the_pane_is_shown_cut_at_the_edge():
+    # The predicted text of a language model (sweep N: the table showed only its `#`).
+    header, row = await _lines(["#", "predicted"], ["0", LONG])
+    assert header.startswith(" #  predicted") and header.rstrip().endswith("›")
+    assert row.startswith(" 0  word0 word1 word2") and row.rstrip().endswith("›")
+
+
+async def test_a_narrower_column_the_edge_would_cut_is_blanked_whole():
+    # A right-justified -1.839e-08 cut after five cells would read -1.839.
+    header, row = await _lines(["name", "value"], ["x" * 30, "-1.839e-08"])
+    assert "value" not in header and "-1.8" not in row and row.rstrip().endswith("›")
