@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import RAW, SAMPLES, image_value, tensor_slot, write_step
+from conftest import PREDICTIONS, RAW, SAMPLES, image_value, tensor_slot, write_step
 from pilot import opened, press
 from screen_text import screen_text
 from textual.app import App, ComposeResult
@@ -383,3 +383,22 @@ async def test_a_sample_shows_its_row_of_the_batchs_tokenizer_call(tmp_path):
         await press(pilot, "end")
         pane = _pane(screen_text(pilot.app))
         assert "WordTok.__call__ (batch row 1) 3 ids 1 4 0" in pane
+
+
+async def test_a_step_that_also_validates_shows_the_samples_of_its_training_batch(tmp_path):
+    # Validation drew a batch before the training batch in the same step (sweep N): the
+    # predictions come from the training loss, after the second batch.
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_batch(w, {"seq": 1, "step": 1, "indices": [90, 91, 92], "size": 3, "detailed": 0})
+        put_batch(w, {"seq": 5, "step": 1, "indices": [12, 7, 3], "size": 3, "detailed": 2})
+        for sample in SAMPLES:
+            put_sample(w, 5, sample)
+        put_prediction(w, {**PREDICTIONS[1], "loss_seq": 11})
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2) as pilot:
+        await press(pilot, "p")
+        table = pilot.app.screen.query_one(RowTable)
+        assert [str(table.get_row_at(r)[1]) for r in range(3)] == ["12", "7", "3"]
+        assert "sample 12 (#0)" in screen_text(pilot.app)

@@ -119,7 +119,7 @@ class StepScreen(Screen[None]):
         this = next((s for s in steps if s.step == step), None)
         loss_seq = record.get("loss_seq") if record is not None else None
         losses = sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set(), None)
-        batch = step_batch(self.reader, step)
+        batch = step_batch(self.reader, step, loss_seq if loss_seq is not None else _loss_seq(this))
         drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn)
@@ -347,11 +347,23 @@ def _dataset_index(batch: dict[str, Any], sample: dict[str, Any] | None, positio
     return indices[position] if isinstance(indices, list) and position < len(indices) else None
 
 
-def step_batch(reader: RunReader, step: int) -> dict[str, Any] | None:
-    """The DataLoader batch of `step`, when one made it (with several, positions in the
-    predictions no longer say which batch a row came from)."""
+def step_batch(reader: RunReader, step: int, loss_seq: int | None) -> dict[str, Any] | None:
+    """The DataLoader batch of `step` whose samples the loss call `loss_seq` (the one the
+    predictions and per-sample losses come from) was computed on: the last drawn before
+    it. A step that validates as well draws more than one (sweep N); with no loss call
+    known, only a step's single batch is its."""
     drawn = batches(reader, step)
+    if loss_seq is not None:
+        before = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
+        return before[-1] if before else None
     return drawn[0] if len(drawn) == 1 else None
+
+
+def _loss_seq(step: StepRecord | None) -> int | None:
+    """The loss call whose per-sample losses the step record keeps."""
+    summary = step.extra.get("per_sample_loss") if step is not None else None
+    seq = summary.get("seq") if isinstance(summary, dict) else None
+    return seq if isinstance(seq, int) else None
 
 
 def _score(record: dict[str, Any]) -> str:
