@@ -265,3 +265,39 @@ with torch.no_grad():  # a validation batch of another size, in the same loop pa
     summary = run.steps()[0].extra["per_sample_loss"]
     train_ce = next(c for c in run.calls(1, run.call_count()) if c.name == "F.cross_entropy")
     assert (summary["seq"], summary["count"], summary["trains"]) == (train_ce.seq, 16, True)
+
+
+@pytest.mark.parametrize("loss", ["nn.MSELoss()(pred, y)", "F.l1_loss(pred, y, reduction='sum')"])
+def test_a_loss_that_compares_every_prediction_with_every_target_says_so(run_inprocess, loss):
+    # Predictions (8, 1) against targets (8,): an (8, 8) loss. Its row means would read as
+    # per-sample losses, all alike, hiding the bug (sweep N).
+    code, run = run_inprocess(f"""
+import warnings
+import torch
+from torch import nn
+import torch.nn.functional as F
+warnings.simplefilter("ignore")
+torch.manual_seed(0)
+model = nn.Linear(5, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+pred, y = model(torch.randn(8, 5)), torch.randn(8)
+{loss}.backward()
+opt.step()
+""")
+    assert code == 0
+    summary = run.steps()[0].extra["per_sample_loss"]
+    assert summary["broadcast"] == {"input": [8, 1], "target": [8], "shape": [8, 8]} and summary["trains"]
+    assert "count" not in summary and not run.slots(summary["seq"], "per_sample")
+
+
+def test_a_target_broadcast_to_the_predictions_shape_still_has_a_loss_per_sample(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+import torch.nn.functional as F
+pred = torch.tensor([1.0, 2.0, 4.0], requires_grad=True)
+F.mse_loss(pred, torch.tensor([2.0])).backward()  # every sample against one constant
+""")
+    assert code == 0
+    summary = run.steps()[0].extra["per_sample_loss"]
+    values = run.values(summary["seq"], run.slots(summary["seq"], "per_sample")[0])
+    assert "broadcast" not in summary and values.tolist() == [1.0, 0.0, 4.0]

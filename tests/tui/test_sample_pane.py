@@ -16,7 +16,7 @@ from textual_image.widget import HalfcellImage
 
 from tvis_tui.errors import TvisError
 from tvis_tui.screens.step_view import StepScreen
-from tvis_tui.store import RunWriter
+from tvis_tui.store import RunWriter, StepRecord
 from tvis_tui.store.samples import put_batch, put_prediction, put_sample
 from tvis_tui.widgets import picture
 from tvis_tui.widgets.row_table import RowTable
@@ -402,3 +402,16 @@ async def test_a_step_that_also_validates_shows_the_samples_of_its_training_batc
         table = pilot.app.screen.query_one(RowTable)
         assert [str(table.get_row_at(r)[1]) for r in range(3)] == ["12", "7", "3"]
         assert "sample 12 (#0)" in screen_text(pilot.app)
+
+
+async def test_a_loss_that_broadcast_its_input_against_its_target_says_so(tmp_path):
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        broadcast = {"input": [32, 1], "target": [32], "shape": [32, 32]}
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=14, loss=23.4,
+                              extra={"per_sample_loss": {"seq": 12, "trains": True, "broadcast": broadcast}}))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
+        await press(pilot, "p")
+        assert "step 1  loss 23.4  loss input [32, 1] and target [32] broadcast to [32, 32]" in screen_text(pilot.app)

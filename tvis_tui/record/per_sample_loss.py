@@ -18,6 +18,11 @@ With `reduction="sum"` a sample's value is its sum (weight 1), so the values add
 loss; with "mean" sum(w_i * l_i) / sum(w_i) gives it back; with "none" the values are means.
 The first dim is whatever the shapes give: a language model that flattens logits to
 (N*T, C) gets one value per token. Unbatched inputs (a 0-d unreduced loss) get nothing.
+
+An element-wise loss whose input and target broadcast to a bigger shape than the input's
+(predictions (N, 1) against targets (N,): torch warns, and compares every prediction with
+every target, an (N, N) loss) has no loss per sample: the row means would read as one,
+all alike. The step record says so instead (`Broadcast`), with the three shapes.
 """
 
 from __future__ import annotations
@@ -75,6 +80,15 @@ class PerSample:
         return pairs
 
 
+class Broadcast(Exception):
+    """The loss broadcast its input against its target to a bigger shape: no per-sample loss."""
+
+    def __init__(self, input: torch.Tensor, target: torch.Tensor, shape: torch.Size, trains: bool) -> None:
+        super().__init__(f"input {list(input.shape)} and target {list(target.shape)} broadcast to {list(shape)}")
+        self.shapes = {"input": list(input.shape), "target": list(target.shape), "shape": list(shape)}
+        self.trains = trains
+
+
 def _function(name: str) -> Callable[..., Any]:
     """torch's own function, past any wrapper tvis (or anyone) put around it."""
     return inspect.unwrap(getattr(F, name))
@@ -128,6 +142,10 @@ def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduc
     if input.is_meta or target.is_meta or reduction not in ("mean", "sum", "none"):
         return None
     trains = input.requires_grad and torch.is_grad_enabled()  # not a metric under no_grad
+    if name not in CLASS_LOSSES and input.shape != target.shape:
+        shape = torch.broadcast_shapes(input.shape, target.shape)
+        if shape != input.shape:
+            raise Broadcast(input, target, shape, trains)
     with torch.no_grad(), _warnings_unshown():  # the script already saw the call's own
         input, target = input.detach(), target.detach()
         options = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in options.items()}
@@ -235,6 +253,9 @@ def attach(log: Any, steps: Any, call: Any, make: Callable[[], PerSample | None]
     as slots of role "per_sample" (log: CallLog; steps: StepTracker)."""
     try:
         per_sample = make()
+    except Broadcast as broadcast:
+        _note(steps, {"seq": call.record.seq, "broadcast": broadcast.shapes, "trains": broadcast.trains})
+        return
     except Exception as exc:  # a criterion called in a way tvis did not foresee
         warn(f"per-sample loss of {call.record.name} not recorded: {type(exc).__name__}: {exc}")
         return
@@ -244,11 +265,15 @@ def attach(log: Any, steps: Any, call: Any, make: Callable[[], PerSample | None]
     # own, and the live-tensor count of the script's memory must not see them.
     slots, _ = log.slots.make(call.record.seq, "per_sample", iter(per_sample.slots()))
     log.writer.put_slots(call.record.seq, slots)
-    # The step's is its last training loss, as for its predictions: a metric on detached
-    # outputs afterwards (a validation batch) does not replace it.
+    _note(steps, step_summary(call.record.seq, per_sample))
+
+
+def _note(steps: Any, summary: dict[str, Any]) -> None:
+    """The step's is its last training loss, as for its predictions: a metric on detached
+    outputs afterwards (a validation batch) does not replace it."""
     earlier = steps.extra_now("per_sample_loss")
-    if per_sample.trains or not (earlier and earlier.get("trains")):
-        steps.note_extra("per_sample_loss", step_summary(call.record.seq, per_sample))
+    if summary["trains"] or not (earlier and earlier.get("trains")):
+        steps.note_extra("per_sample_loss", summary)
 
 
 def step_summary(seq: int, per_sample: PerSample) -> dict[str, Any]:

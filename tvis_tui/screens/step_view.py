@@ -144,6 +144,10 @@ class StepScreen(Screen[None]):
         if record is not None:
             title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
             title.append(_score(record))
+        broadcast = _broadcast(this)
+        if broadcast:  # every prediction compared with every target: no loss per sample
+            title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "
+                         f"to {broadcast['shape']}", style="bold yellow")
         self.query_one("#step-title", Static).update(title)
         measures = step_measures(this) if this is not None else Text("not finished: nothing measured yet", style="dim")
         self.query_one("#step-measures", Static).update(measures)
@@ -357,6 +361,12 @@ def step_batch(reader: RunReader, step: int, loss_seq: int | None) -> dict[str, 
         before = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
         return before[-1] if before else None
     return drawn[0] if len(drawn) == 1 else None
+
+
+def _broadcast(step: StepRecord | None) -> dict[str, Any] | None:
+    """The shapes of a loss that broadcast its input against its target (per_sample_loss.py)."""
+    summary = step.extra.get("per_sample_loss") if step is not None else None
+    return summary.get("broadcast") if isinstance(summary, dict) else None
 
 
 def _loss_seq(step: StepRecord | None) -> int | None:
