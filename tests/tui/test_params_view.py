@@ -19,6 +19,7 @@ G, D = ["G.fc.weight", "G.fc.bias"], ["D.fc.weight"]
 def _optimizer_call(w: RunWriter, seq: int, step: int, name: str, grads: dict[str, np.ndarray],
                     no_grad: list[str] = ()) -> None:
     extra = {"no_grad": list(no_grad), "no_grad_count": len(no_grad)} if no_grad else {}
+    extra["lrs"] = [0.1 / step] if name == "Adam" else [0.5, 0.05]  # a scheduler; two groups
     if step > 1 and name == "Adam":  # nothing zeroed G's gradients; D's loss weight is in no optimizer
         extra.update(not_zeroed=G, not_zeroed_count=2, not_stepped=["D.scale"], not_stepped_count=1)
     w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=step, phase="optimizer", kind="optimizer",
@@ -69,6 +70,10 @@ async def test_each_parameter_reads_across_the_steps_and_m_cycles_the_measure(tm
         assert [c.label.plain for c in table.ordered_columns] == ["parameter", "trend", "step 1", "step 2", "step 3"]
         assert table.ordered_columns[2].label.style == "bold reverse"  # opened from a call of step 1
         rows = _rows(text)
+        lrs = [line.strip("│ ").split("  ") for line in text.splitlines() if line.startswith("│ lr ")]
+        assert [[cell.strip() for cell in row if cell.strip()] for row in lrs] == [
+            ["lr Adam", "█▄▃", "0.1", "0.05", "0.03333"], ["lr SGD group 0", "█", "0.5"],
+            ["lr SGD group 1", "█", "0.05"]]
         assert rows["G.fc.weight"][1:3] == ["1", "2"] and " ".join(rows["G.fc.weight"][3:]) == "NaN/Inf grad"
         assert rows["G.fc.bias"][1:] == ["2", "2", "2"]
         # D is stepped only in step 2; the parameter that got no gradient says so.
@@ -87,3 +92,9 @@ async def test_a_run_without_parameter_slots_says_so(healthy_run):
     async with opened(healthy_run, 10, size=(80, 24)) as pilot:
         await press(pilot, "w")
         assert "no optimizer step recorded a parameter" in screen_text(pilot.app)
+
+
+async def test_the_step_view_names_the_steps_learning_rates(tmp_path):
+    async with opened(write_gan_run(tmp_path / "run"), 2, size=(100, 30)) as pilot:
+        await press(pilot, "p")
+        assert "step 2  loss 1  lr 0.05, 0.5" in screen_text(pilot.app)

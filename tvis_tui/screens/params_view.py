@@ -101,6 +101,14 @@ class ParamsScreen(Screen[None]):
         table.add_column("trend")
         for step in history.steps:
             table.add_column(Text(f"step {step}", style="bold reverse" if step == self.step else ""))
+        # The learning rates first: a scheduler stepped per batch instead of per epoch
+        # shows as a row that falls step after step (sweep N).
+        for label, by_step in history.lrs.items():
+            lrs = [by_step.get(step) for step in history.steps]
+            table.add_row(Text(label, style="cyan", no_wrap=True),
+                          _bars(lrs, bad=False),
+                          *(Text(number(lr) if lr is not None else "", justify="right", style="cyan")
+                            for lr in lrs))
         for name in history.names:
             points = [history.points[name].get(step) for step in history.steps]
             table.add_row(Text(name, no_wrap=True), _trend(points, value_of),
@@ -133,19 +141,22 @@ def _cell(point: ParamPoint | None, value_of: Callable[[ParamPoint], float | Non
 
 
 def _trend(points: list[ParamPoint | None], value_of: Callable[[ParamPoint], float | None]) -> Text:
-    """The row's values as bars, each as tall as its share of the row's largest; a step
-    without a finite value, or whose gradient held NaN/Inf, is a gap, and such a row is
-    drawn red. Values
-    that span more than LOG_SPAN are drawn on a log scale, marked `log`: a diverging run's
-    norms go from 1e2 to 1e29, and all but the last would be empty on a linear one."""
+    """A parameter's row as bars: a step whose gradient held NaN/Inf is a gap, and draws
+    the row red."""
     values = [value_of(p) if p is not None and not p.no_grad and not p.grad_nonfinite else None
               for p in points]
+    return _bars(values, bad=any(p is not None and p.grad_nonfinite for p in points))
+
+
+def _bars(values: list[float | None], bad: bool) -> Text:
+    """Each value as a bar as tall as its share of the largest; a step without a finite
+    value is a gap. Values that span more than LOG_SPAN are drawn on a log scale, marked
+    `log`: a diverging run's norms go from 1e2 to 1e29, and all but the last would be
+    empty on a linear one."""
     heights = [abs(v) if v is not None and math.isfinite(v) else 0.0 for v in values]
     positive = [h for h in heights if h > 0]
     log = bool(positive) and max(positive) > LOG_SPAN * min(positive)
     if log:
         heights = [math.log10(h / min(positive)) + 1 if h > 0 else 0.0 for h in heights]
-    bad = any(p is not None and p.grad_nonfinite for p in points)
     line = sparkline(heights, width=TREND_WIDTH, style="bold red" if bad else "green")
     return line.append(" log", style="dim") if log else line
-

@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
+from tvis_tui.store.parameters import optimizer_calls, step_lrs
 from tvis_tui.store.samples import batch_tokens_of, batches, predictions, samples
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
@@ -121,12 +122,13 @@ class StepScreen(Screen[None]):
         losses = sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set(), None)
         batch = step_batch(self.reader, step, loss_seq if loss_seq is not None else _loss_seq(this))
         drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
+        lrs = [lr for _, lr in step_lrs(optimizer_calls(self.reader, step)) if lr is not None]
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn)
+            self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn, lrs)
 
     def _show(self, step: int, steps: list[StepRecord], this: StepRecord | None,
               record: dict[str, Any] | None, losses: tuple[dict[int, float], set[int], int | None],
-              batch: dict[str, Any] | None, drawn: dict[int, dict[str, Any]]) -> None:
+              batch: dict[str, Any] | None, drawn: dict[int, dict[str, Any]], lrs: list[float]) -> None:
         if step != self.step:
             return  # the person has moved on
         self.steps, self.batch, self.samples = steps, batch, drawn
@@ -137,6 +139,9 @@ class StepScreen(Screen[None]):
             if left_out:  # the script's printed loss may be one of these (SAM's first pass)
                 title.append(f" (of {len(this.extra.get('losses', ()))} backward losses, "
                              f"{len(left_out)} not applied: gradients zeroed before the step)", style="dim")
+        if lrs:  # a scheduler's work, step by step (`w` has them side by side)
+            distinct = list(dict.fromkeys(lrs))
+            title.append("  lr " + ", ".join(number(lr) for lr in distinct[:3]) + (" …" if len(distinct) > 3 else ""))
         if this is None or not this.complete:
             title.append("  unfinished", style="dim italic")
         elif this.extra.get("optimizer_step_skipped"):

@@ -40,6 +40,8 @@ class ParamHistory:
     # parameters with a gradient that no optimizer steps, by name: the steps they were seen in
     not_stepped: dict[str, list[int]] = field(default_factory=dict)
     not_stepped_count: int = 0  # the most in one step (past the names listed, counted)
+    # "lr SGD" (a group: "lr SGD group 1"; a second optimizer of a type: "lr Adam#2") -> step -> lr
+    lrs: dict[str, dict[int, float | None]] = field(default_factory=dict)
 
 
 def parameter_history(reader: RunReader) -> ParamHistory:
@@ -48,22 +50,51 @@ def parameter_history(reader: RunReader) -> ParamHistory:
     a parameter stepped twice in a step shows its last."""
     history = ParamHistory()
     for step in reader.phase_steps():
-        calls = [c for span in reader.phases(step) if span.phase == "optimizer"
-                 for c in reader.calls(span.first_seq, span.last_seq) if c.kind == "optimizer"]
+        calls = optimizer_calls(reader, step)
+        for label, lr in step_lrs(calls):
+            history.lrs.setdefault(label, {})[step] = lr
         for call in calls:
             _add(history, step, _points(call, reader.slots(call.seq)))
-            carried = call.extra.get("not_zeroed_count")
-            if isinstance(carried, int) and carried > 0:
-                history.not_zeroed[step] = history.not_zeroed.get(step, 0) + carried
-            count = call.extra.get("not_stepped_count")
-            if isinstance(count, int):
-                history.not_stepped_count = max(history.not_stepped_count, count)
-            lost = call.extra.get("not_stepped")
-            for name in lost if isinstance(lost, list) else ():
-                seen = history.not_stepped.setdefault(str(name), [])
-                if step not in seen:
-                    seen.append(step)
+            _add_findings(history, step, call.extra)
     return history
+
+
+def optimizer_calls(reader: RunReader, step: int) -> list[CallRecord]:
+    """The optimizer steps taken in `step`, in call order."""
+    return [c for span in reader.phases(step) if span.phase == "optimizer"
+            for c in reader.calls(span.first_seq, span.last_seq) if c.kind == "optimizer"]
+
+
+def step_lrs(calls: list[CallRecord]) -> list[tuple[str, float | None]]:
+    """(label, learning rate) of each param group of each optimizer call: `lr SGD`, with
+    `group i` where an optimizer has several and `#k` for a second optimizer of a type."""
+    out: list[tuple[str, float | None]] = []
+    seen: dict[str, int] = {}
+    for call in calls:
+        lrs = call.extra.get("lrs")
+        if not isinstance(lrs, list):
+            continue
+        seen[call.name] = seen.get(call.name, 0) + 1
+        name = call.name if seen[call.name] == 1 else f"{call.name}#{seen[call.name]}"
+        for i, lr in enumerate(lrs):
+            value = float(lr) if isinstance(lr, (int, float)) else None
+            out.append((f"lr {name}" + (f" group {i}" if len(lrs) > 1 else ""), value))
+    return out
+
+
+def _add_findings(history: ParamHistory, step: int, extra: dict) -> None:
+    """What an optimizer call's record says about parameters beyond its slots."""
+    carried = extra.get("not_zeroed_count")
+    if isinstance(carried, int) and carried > 0:
+        history.not_zeroed[step] = history.not_zeroed.get(step, 0) + carried
+    count = extra.get("not_stepped_count")
+    if isinstance(count, int):
+        history.not_stepped_count = max(history.not_stepped_count, count)
+    lost = extra.get("not_stepped")
+    for name in lost if isinstance(lost, list) else ():
+        seen = history.not_stepped.setdefault(str(name), [])
+        if step not in seen:
+            seen.append(step)
 
 
 def _points(call: CallRecord, slots: list[Slot]) -> dict[str, ParamPoint]:
