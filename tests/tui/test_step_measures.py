@@ -8,7 +8,7 @@ from conftest import CALLS_PER_STEP, write_step
 from pilot import opened, press
 from screen_text import screen_text
 
-from tvis_tui.store import RunWriter, StepRecord
+from tvis_tui.store import CallRecord, RunWriter, StepRecord
 from tvis_tui.screens.step_view import y_ticks
 from tvis_tui.widgets.step_measures import step_measures
 
@@ -135,3 +135,16 @@ def test_tick_labels_of_large_values_close_together_tell_the_ticks_apart():
     values, labels = y_ticks(120_500, 121_300, log=False)
     assert labels == ["1.205e+05", "1.209e+05", "1.213e+05"] and len(values) == 3
     assert y_ticks(831.3, 1.75e16, log=True)[1] == ["831", "3.81e+09", "1.75e+16"]
+
+
+async def test_a_model_trained_in_eval_mode_is_named_in_the_title(tmp_path):
+    # model.eval() for a validation, and no model.train() after it (sweep N).
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        w.put_call(CallRecord(seq=2, parent=0, depth=0, step=1, phase="forward", kind="module", name="Net",
+                              type="Net", start_ns=2000, duration_ns=900, extra={"eval_mode": True}))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
+        await press(pilot, "p")
+        assert "step 1  loss 1.9  Net in eval mode while training" in screen_text(pilot.app)

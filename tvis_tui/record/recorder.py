@@ -405,9 +405,12 @@ class Recorder:
         kwargs = _passed_kwargs(module, running)
         if kwargs is not None:
             inputs = itertools.chain(inputs, leaves(kwargs, "kwargs"))
+        # Eval mode in a training forward (model.train() forgotten after a validation):
+        # BatchNorm normalises with its running statistics and Dropout drops nothing.
+        extra = None if module.training else {"eval_mode": True}
         call = self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
-                             inputs=inputs, root=root, criterion=criterion, frame=running)
+                             inputs=inputs, root=root, criterion=criterion, frame=running, extra=extra)
         call.kwargs_at_open = kwargs is not None
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()

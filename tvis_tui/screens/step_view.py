@@ -123,12 +123,15 @@ class StepScreen(Screen[None]):
         batch = step_batch(self.reader, step, loss_seq if loss_seq is not None else _loss_seq(this))
         drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
         lrs = [lr for _, lr in step_lrs(optimizer_calls(self.reader, step)) if lr is not None]
+        evaluating = eval_mode_models(self.reader, step)
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn, lrs)
+            self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn, lrs,
+                                      evaluating)
 
     def _show(self, step: int, steps: list[StepRecord], this: StepRecord | None,
               record: dict[str, Any] | None, losses: tuple[dict[int, float], set[int], int | None],
-              batch: dict[str, Any] | None, drawn: dict[int, dict[str, Any]], lrs: list[float]) -> None:
+              batch: dict[str, Any] | None, drawn: dict[int, dict[str, Any]], lrs: list[float],
+              evaluating: list[str]) -> None:
         if step != self.step:
             return  # the person has moved on
         self.steps, self.batch, self.samples = steps, batch, drawn
@@ -146,13 +149,17 @@ class StepScreen(Screen[None]):
             title.append("  unfinished", style="dim italic")
         elif this.extra.get("optimizer_step_skipped"):
             title.append(f"  no update: {this.extra['optimizer_step_skipped']}", style="bold yellow")
-        if record is not None:
-            title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
-            title.append(_score(record))
+        # What looks wrong before the predictions' score, which a narrow screen cuts first.
+        if evaluating:
+            title.append(f"  {', '.join(evaluating)} in eval mode", style="bold yellow")
+            title.append(" while training", style="yellow")
         broadcast = _broadcast(this)
         if broadcast:  # every prediction compared with every target: no loss per sample
             title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "
                          f"to {broadcast['shape']}", style="bold yellow")
+        if record is not None:
+            title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
+            title.append(_score(record))
         self.query_one("#step-title", Static).update(title)
         measures = step_measures(this) if this is not None else Text("not finished: nothing measured yet", style="dim")
         self.query_one("#step-measures", Static).update(measures)
@@ -366,6 +373,18 @@ def step_batch(reader: RunReader, step: int, loss_seq: int | None) -> dict[str, 
         before = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
         return before[-1] if before else None
     return drawn[0] if len(drawn) == 1 else None
+
+
+def eval_mode_models(reader: RunReader, step: int) -> list[str]:
+    """The models called in eval mode in the step's forward phase, autograd on: BatchNorm
+    then normalises with running statistics and Dropout drops nothing. Only models, not
+    their parts: fine-tuning puts a frozen backbone's BatchNorm in eval mode on purpose."""
+    calls = {c.seq: c for span in reader.phases(step) if span.phase == "forward"
+             for c in reader.calls(span.first_seq, span.last_seq)}
+    return list(dict.fromkeys(
+        c.name for c in calls.values()
+        if c.kind == "module" and c.extra.get("eval_mode") is True
+        and (c.parent not in calls or calls[c.parent].kind != "module")))
 
 
 def _broadcast(step: StepRecord | None) -> dict[str, Any] | None:

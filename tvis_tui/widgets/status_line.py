@@ -34,6 +34,8 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append("  NaN/Inf in output", style="bold red")
     elif nonfinite_grad:
         text.append("  NaN/Inf in gradient", style="bold red")
+    if call.extra.get("eval_mode") is True:  # a module in eval mode: in a training forward, a bug
+        text.append("  eval mode", style="bold yellow" if call.phase in ("forward", "loss") else "dim")
     _no_grad(text, call.extra)
     lost = call.extra.get("not_stepped_count")
     if isinstance(lost, int) and lost > 0:  # gradients computed, never applied: they never train
