@@ -526,7 +526,7 @@ for step in range(2):
 
 def test_a_missing_zero_grad_shows_as_a_gradient_norm_growing_step_after_step(run_inprocess, tmp_path):
     # The bug the parameters view (`w`) is for: each step's gradient is the sum of all so far.
-    from tvis_tui.store.parameters import parameter_history
+    from tvis_tui.store.parameters import parameter_history, totals
 
     source = """
 import sys, torch
@@ -538,8 +538,12 @@ x, y = torch.randn(8, 4), torch.randn(8, 1)
 norms = []
 for step in range(3):
     nn.functional.mse_loss(net(x), y).backward()  # no opt.zero_grad()
-    norms.append([float(net.weight.grad.norm()), float(net.bias.grad.norm())])
+    before = [p.detach().clone() for p in net.parameters()]
+    total = torch.nn.utils.clip_grad_norm_(net.parameters(), float("inf"))  # clips nothing
     opt.step()
+    moved = torch.stack([(p.detach() - b).norm() for p, b in zip(net.parameters(), before)]).norm()
+    norms.append([float(net.weight.grad.norm()), float(net.bias.grad.norm()), float(total),
+                  float(moved / torch.stack([b.norm() for b in before]).norm())])
 torch.save(norms, sys.argv[1])
 """
     code, run = run_inprocess(source, str(tmp_path / "norms.pt"))
@@ -552,3 +556,6 @@ torch.save(norms, sys.argv[1])
         assert got == pytest.approx([norms[i] for norms in expected], rel=1e-6)
         assert got[0] < got[1] < got[2]
         assert all(history.points[name][step].ratio > 0 for step in history.steps)
+    total = totals(history)  # all parameters together: what clip_grad_norm_ returns
+    assert [total[step].grad_norm for step in history.steps] == pytest.approx([n[2] for n in expected], rel=1e-6)
+    assert [total[step].ratio for step in history.steps] == pytest.approx([n[3] for n in expected], rel=1e-4)

@@ -70,6 +70,8 @@ async def test_each_parameter_reads_across_the_steps_and_m_cycles_the_measure(tm
         assert [c.label.plain for c in table.ordered_columns] == ["parameter", "trend", "step 1", "step 2", "step 3"]
         assert table.ordered_columns[2].label.style == "bold reverse"  # opened from a call of step 1
         rows = _rows(text)
+        total = next(line for line in text.splitlines() if line.startswith("│ all parameters"))
+        assert total.split()[4:6] == ["2.236", "4.899"] and "NaN/Inf grad" in total  # sqrt(1+4), sqrt(4+4+16)
         lrs = [line.strip("│ ").split("  ") for line in text.splitlines() if line.startswith("│ lr ")]
         assert [[cell.strip() for cell in row if cell.strip()] for row in lrs] == [
             ["lr Adam", "█▄▃", "0.1", "0.05", "0.03333"], ["lr SGD group 0", "█", "0.5"],

@@ -19,7 +19,7 @@ from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
 from tvis_tui.store import RunReader
-from tvis_tui.store.parameters import ParamHistory, ParamPoint, parameter_history
+from tvis_tui.store.parameters import ParamHistory, ParamPoint, parameter_history, totals
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sparkline import sparkline
@@ -109,6 +109,11 @@ class ParamsScreen(Screen[None]):
                           _bars(lrs, bad=False),
                           *(Text(number(lr) if lr is not None else "", justify="right", style="cyan")
                             for lr in lrs))
+        # All parameters together: the gradient norm people log and clip.
+        total = totals(history)
+        points = [total.get(step) for step in history.steps]
+        table.add_row(Text("all parameters", style="bold", no_wrap=True), _trend(points, value_of),
+                      *(_cell(p, value_of) for p in points))
         for name in history.names:
             points = [history.points[name].get(step) for step in history.steps]
             table.add_row(Text(name, no_wrap=True), _trend(points, value_of),

@@ -26,6 +26,7 @@ class ParamPoint:
     grad_norm: float | None = None
     grad_nonfinite: int = 0  # NaN/Inf values in the gradient
     ratio: float | None = None  # ‖update‖ / ‖weight before the step‖
+    update_norm: float | None = None
     weight_norm: float | None = None  # after the step
     no_grad: bool = False  # the step left it alone: it had no gradient
 
@@ -99,10 +100,11 @@ def _add_findings(history: ParamHistory, step: int, extra: dict) -> None:
 
 def _points(call: CallRecord, slots: list[Slot]) -> dict[str, ParamPoint]:
     grads = {s.path: s for s in slots if s.role == "param_grad" and s.is_tensor}
-    ratios = {s.path: s.ratio for s in slots if s.role == "update" and s.is_tensor}
+    updates = {s.path: s for s in slots if s.role == "update" and s.is_tensor}
     weights = {s.path: s for s in slots if s.role == "param" and s.is_tensor}
     points = {name: ParamPoint(grad_norm=_norm(slot), grad_nonfinite=slot.stats.nonfinite if slot.stats else 0,
-                               ratio=ratios.get(name), weight_norm=_norm(weights.get(name)))
+                               ratio=updates[name].ratio if name in updates else None,
+                               update_norm=_norm(updates.get(name)), weight_norm=_norm(weights.get(name)))
               for name, slot in grads.items()}
     missing = call.extra.get("no_grad")
     for name in missing if isinstance(missing, list) else ():
@@ -126,3 +128,26 @@ def _add(history: ParamHistory, step: int, points: dict[str, ParamPoint]) -> Non
             history.names.append(name)
             history.points[name] = {}
         history.points[name][step] = point
+
+
+def totals(history: ParamHistory) -> dict[int, ParamPoint]:
+    """Each step's figures over all its parameters together: the L2 norm of all gradients
+    (what `clip_grad_norm_` clips and returns), of all weights, and the ratio of all
+    updates to all weights before the step (from each update and its ratio)."""
+    out = {}
+    for step in history.steps:
+        points = [p[step] for p in history.points.values() if step in p and not p[step].no_grad]
+        before = [(p.update_norm, p.update_norm / p.ratio) for p in points
+                  if p.update_norm is not None and p.ratio]  # ratio 0 or None: nothing to divide by
+        out[step] = ParamPoint(
+            grad_norm=_root_sum([p.grad_norm for p in points]),
+            grad_nonfinite=sum(p.grad_nonfinite for p in points),
+            ratio=_root_sum([u for u, _ in before]) / _root_sum([b for _, b in before]) if before else None,
+            weight_norm=_root_sum([p.weight_norm for p in points]))
+    return out
+
+
+def _root_sum(norms: list[float | None]) -> float | None:
+    """The L2 norm of several tensors together, from each one's: sqrt(sum of squares)."""
+    known = [n for n in norms if n is not None]
+    return math.sqrt(math.fsum(n * n for n in known)) if known else None
