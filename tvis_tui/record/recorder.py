@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn.functional as F
 import torch.optim.optimizer as optimizer_module
+import torch.nn.utils.clip_grad as clip_grad_module
 import torch.utils.data.dataloader as dataloader_module
 from torch.nn.modules.loss import _Loss
 
@@ -196,6 +197,9 @@ class Recorder:
         for name in LOSS_FUNCTIONS:
             if hasattr(F, name):
                 self._wrap(F, name, functools.partial(self._loss_function, f"F.{name}"))
+        for owner in (torch.nn.utils, clip_grad_module):  # `from torch.nn.utils.clip_grad import ...` too
+            for name in ("clip_grad_norm_", "clip_grad_value_"):
+                self._wrap(owner, name, functools.partial(self._clip_grads, name))
         self._wrap(torch.amp.GradScaler, "scale", self._grad_scale)
         self._wrap(torch.amp.GradScaler, "step", self._grad_scaler_step)
         self._wrap(torch, "compile", self._compile)
@@ -760,15 +764,43 @@ class Recorder:
             return original(*args, **kwargs)
         self._stop_if_done()
         call = self._guard(self._open_function, name, original, args, kwargs, sys._getframe(2))
+        return self._function_call(call, original, args, kwargs,
+                                   functools.partial(per_sample_loss.for_function, name[2:], original, args, kwargs))
+
+    def _function_call(self, call: OpenCall | None, original: Callable[..., Any], args: tuple, kwargs: dict,
+                       per_sample: Callable[[], Any] | None = None) -> Any:
+        """Run a wrapped torch function whose call `call` opened, and close it."""
         try:
             result = original(*args, **kwargs)
         except BaseException as exc:
             self._close_failed(call, exc)
             raise
         if call is not None:
-            self._guard(self._close_function, call, time.perf_counter_ns(), result,
-                        functools.partial(per_sample_loss.for_function, name[2:], original, args, kwargs))
+            self._guard(self._close_function, call, time.perf_counter_ns(), result, per_sample)
         return result
+
+    def _clip_grads(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """torch.nn.utils.clip_grad_norm_ / clip_grad_value_: a call in the tree, where the
+        script made it. One made before backward (or after zero_grad) clips nothing, and
+        says so: no parameter had a gradient."""
+        if not self._active():
+            return original(*args, **kwargs)
+        self._guard(self.log.close_left, sys._getframe(1))
+        # The parameters as a list: a generator (`model.parameters()`) is read once, here,
+        # and clipping takes the same parameters either way.
+        args, kwargs, params = _parameters_listed(args, kwargs)
+        call = self._guard(self._open_clip, name, original, args, kwargs, params, sys._getframe(2))
+        return self._function_call(call, original, args, kwargs)
+
+    def _open_clip(self, name: str, fn: Any, args: tuple, kwargs: dict, params: list[Any], frame: Any
+                   ) -> OpenCall:
+        options = itertools.chain(leaves(args[1:], "args"),  # not the parameters: max_norm and such
+                                  leaves({k: v for k, v in kwargs.items() if k != "parameters"}, "kwargs"))
+        with_grad = sum(1 for p in params if isinstance(p, torch.Tensor) and p.grad is not None)
+        return self.log.open(kind="function", name=name, type_="function", phase=call_phase(self.log.stack, "optimizer"),
+                             owner=id(fn), call_site=self.sites.call_site(frame),
+                             def_site=self.sites.def_site(type(fn), "__call__", fn), inputs=options,
+                             extra={"clip_params": len(params), "clip_grads": with_grad})
 
     def _open_function(self, name: str, fn: Any, args: tuple, kwargs: dict, frame: Any) -> OpenCall:
         inputs = itertools.chain(leaves(args, "args"), leaves(kwargs, "kwargs"))
@@ -783,6 +815,18 @@ class Recorder:
             self.log.close(call, ended, leaves(result, "out"))
             if per_sample is not None and not per_sample_loss.is_nested(self.log.stack, call):
                 per_sample_loss.attach(self.log, self.steps, call, per_sample, self.warn)
+
+
+def _parameters_listed(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[Any]]:
+    """A clip call's arguments with its `parameters` (first, or by keyword) as a list."""
+    if args:
+        params = [args[0]] if isinstance(args[0], torch.Tensor) else list(args[0])
+        return (params, *args[1:]), kwargs, params
+    if "parameters" in kwargs:
+        given = kwargs["parameters"]
+        params = [given] if isinstance(given, torch.Tensor) else list(given)
+        return args, {**kwargs, "parameters": params}, params
+    return args, kwargs, []
 
 
 def _stops_recomputation(error: BaseException | None) -> bool:

@@ -37,6 +37,8 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     if call.extra.get("eval_mode") is True:  # a module in eval mode: in a training forward, a bug
         text.append("  eval mode", style="bold yellow" if call.phase in ("forward", "loss") else "dim")
     _no_grad(text, call.extra)
+    if call.extra.get("clip_grads") == 0 and call.extra.get("clip_params"):  # clip_grad_norm_ too early
+        text.append("  no gradient to clip (before backward?)", style="bold yellow")
     lost = call.extra.get("not_stepped_count")
     if isinstance(lost, int) and lost > 0:  # gradients computed, never applied: they never train
         text.append(f"  {lost} param{'s' if lost > 1 else ''} in no optimizer", style="bold yellow")
