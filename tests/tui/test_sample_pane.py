@@ -125,7 +125,7 @@ async def test_a_step_without_predictions_still_lists_its_samples(tmp_path):
     async with opened(tmp_path / "run", 2) as pilot:
         await press(pilot, "p")
         text = screen_text(pilot.app)
-        assert "samples (no predictions recorded for step 1)" in text and "sample 12 (#0)" in text
+        assert "samples (no class or token predictions to decode in step 1)" in text and "sample 12 (#0)" in text
         # A regression loss has no classes to predict, but each sample's loss says which
         # ones the model got worst (here only the worst two were kept).
         table = pilot.app.screen.query_one(RowTable)

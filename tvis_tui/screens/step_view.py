@@ -252,7 +252,8 @@ class StepScreen(Screen[None]):
             table.add_column("")
             table.add_row(Text(f"no predictions recorded for step {self.step}", style="dim italic"))
             return
-        table.border_title = f"samples (no predictions recorded for step {self.step})"
+        # The model's outputs are recorded; classes and tokens are what tvis decodes.
+        table.border_title = f"samples (no class or token predictions to decode in step {self.step})"
         with_loss = bool(losses) and count in (None, rows)  # not a loss per token or pixel
         table.add_columns("#", *(["sample"] if indices is not None else []), *(["loss"] if with_loss else []))
         for i in range(rows):
