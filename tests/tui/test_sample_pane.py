@@ -415,3 +415,12 @@ async def test_a_loss_that_broadcast_its_input_against_its_target_says_so(tmp_pa
     async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
         await press(pilot, "p")
         assert "step 1  loss 23.4  loss input [32, 1] and target [32] broadcast to [32, 32]" in screen_text(pilot.app)
+
+
+async def test_a_samples_class_label_is_named_as_the_table_names_it(healthy_run):
+    # The label was a bare 0 beside a table that said `cat` (sweep N).
+    async with opened(healthy_run, 10, size=(120, 90)) as pilot:  # tall: the label is last
+        await press(pilot, "p")
+        assert "item[1] 0 (cat)" in _pane(screen_text(pilot.app))
+        await press(pilot, "down")
+        assert "item['label'] 1 (dog)" in _pane(screen_text(pilot.app))

@@ -94,6 +94,7 @@ class StepScreen(Screen[None]):
         # or an image's pixels; None when the rows do not divide into the batch's samples.
         self.per_sample: int | None = 1
         self.record_leading: int | None = None  # the predictions' logits' first dimension
+        self.record: dict[str, Any] | None = None  # the step's decoded predictions
         self.plotted = "loss"  # a key of PLOTTED
 
     def compose(self) -> ComposeResult:
@@ -166,6 +167,7 @@ class StepScreen(Screen[None]):
         self._plot(steps)
         self.per_sample, indices = _rows_and_indices(record, batch)
         self.record_leading = record.get("leading") if record is not None else None
+        self.record = record
         self._table(record, *losses, indices)
         self.query_one(SamplePane).display = batch is not None
         self._show_sample(self.query_one(RowTable).cursor_row)
@@ -292,7 +294,7 @@ class StepScreen(Screen[None]):
                  + (f"; {beneath} before the split)" if beneath is not None else ")"))
         title += f", row {row % per + 1} of its {per}" if per > 1 else ""
         if sample is not None and any(key in sample for key in ("item", "transforms", "tokens")):
-            pane.show(title, sample)
+            pane.show(title, {**sample, **_target_class(self.record, row)})
         elif position < size:
             detailed = self.batch.get("detailed")
             pane.show(title, None, "not described: tvis describes the first "
@@ -374,6 +376,17 @@ def step_batch(reader: RunReader, step: int, loss_seq: int | None) -> dict[str, 
         before = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
         return before[-1] if before else None
     return drawn[0] if len(drawn) == 1 else None
+
+
+def _target_class(record: dict[str, Any] | None, row: int) -> dict[str, Any]:
+    """`target_class` ([index, name]) of prediction row `row`, for the sample pane to name
+    the label it shows as a number; nothing where the classes have no names."""
+    if record is None or record.get("kind") != "classes" or not record.get("names"):
+        return {}
+    rows = record.get("samples", [])
+    found = rows[row] if 0 <= row < len(rows) and isinstance(rows[row], dict) else {}
+    index, name = found.get("target_index"), found.get("target")
+    return {"target_class": [index, name]} if type(index) is int and isinstance(name, str) else {}
 
 
 def eval_mode_models(reader: RunReader, step: int) -> list[str]:

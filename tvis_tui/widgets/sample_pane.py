@@ -52,13 +52,32 @@ def sample_parts(sample: dict[str, Any]) -> list[Part]:
     for i, (label, value) in enumerate(named):
         earlier = next((name for name, seen in named[:i] if seen == value), None) if _exact(value) else None
         if earlier is None:
-            parts.append(_part(label, value))
+            parts.append(_class_named(_part(label, value), value, sample.get("target_class")))
         elif i in after_stage and earlier == named[i - 1][0]:
             # A stage that returned its input: the transform did nothing to this sample.
             parts.append(Part(label, f"unchanged from {earlier}"))
         else:
             parts.append(Part(label, f"same as {earlier}"))
     return parts
+
+
+def _class_named(part: Part, value: Any, target: Any) -> Part:
+    """A label the size of one integer that is the sample's target class, with the class's
+    name beside it, as the predictions table names it (`target_class`: [index, name], set
+    by the step view from the step's predictions)."""
+    if not (isinstance(target, list) and len(target) == 2 and isinstance(value, dict)):
+        return part
+    index, name = target
+    if value.get("kind") == "scalar":
+        one = value.get("value")
+    else:
+        values = array(value) if value.get("kind") in ("tensor", "ndarray") else None
+        one = int(values.reshape(-1)[0]) if values is not None and values.size == 1 and values.dtype.kind in "iu" else None
+    if type(one) is not int or one != index:
+        return part
+    if part.text is not None:
+        return Part(part.label, part.note, part.pixels, f"{part.text}  ({name})")
+    return Part(part.label, f"{part.note}  ({name})", part.pixels, part.text)
 
 
 def _named_values(sample: dict[str, Any]) -> tuple[list[tuple[str, Any]], set[int]]:
