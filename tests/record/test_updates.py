@@ -79,6 +79,10 @@ def test_updates_are_after_minus_before_exactly(run_inprocess, tmp_path, optimiz
     assert len(steps) == 3
     for call, expected in zip(steps, manual):
         assert call.extra["lrs"] == lrs and call.extra["lr"] == lrs[0]
+        hyper = call.extra["hyper"]
+        assert len(hyper) == 2 and hyper[0] == hyper[1] and "lr" not in hyper[0]
+        assert (hyper[0]["momentum"], hyper[0]["nesterov"]) == (0.9, False) if "momentum" in hyper[0] \
+            else (hyper[0]["betas"], hyper[0]["eps"]) == ([0.9, 0.999], 1e-08)
         assert call.extra["no_grad"] == ["Net.frozen.weight", "Net.frozen.bias"]
         assert call.extra["no_grad_count"] == 2
         slots = run.slots(call.seq, "update")
@@ -171,7 +175,8 @@ def test_inspector_lists_learning_rates_and_parameters_without_gradient(run_inpr
     assert code == 0
     rows = [slot_cells(s) for s in optimizer_rows(_steps(run)[0])]
     assert [(r[0].plain, r[1].plain) for r in rows] == [
-        ("lr group 0", "0.1"), ("lr group 1", "0.5"),
+        # Each group's settings that do something beside its lr: SGD's momentum, not its zeros.
+        ("lr group 0", "0.1  momentum 0.9"), ("lr group 1", "0.5  momentum 0.9"),
         ("no grad Net.frozen.weight", "requires_grad=False: not updated"),
         ("no grad Net.frozen.bias", "requires_grad=False: not updated")]
     module = next(c for c in run.calls(1, run.call_count()) if c.kind == "module")

@@ -9,6 +9,8 @@ in float32/float64 like stats.py; None when the parameter was all zeros).
 The step's call record gets in `extra`:
 - `lrs`: the learning rate of each param group, in order (`lr` stays the first group's);
   a tensor lr on an accelerator is left as None rather than synchronizing to read it.
+- `hyper`: each param group's other settings (momentum, weight_decay, betas, ...): a
+  weight decay of 50 or a momentum of 0.99 meant 0.9 is read here.
 - `no_grad`: names of the parameters of the optimizer that had no gradient after the step
   (frozen, or unused in the forward); at most NO_GRAD_NAMES, with `no_grad_count` the total,
   and `no_grad_frozen` those of them with `requires_grad=False` (the rest did require grad:
@@ -56,8 +58,9 @@ class ParamUpdates:
         self._over_cap: dict[int, int] = {}
 
     def step_extra(self, opt: Any) -> dict[str, Any]:
-        """`lrs` for the step's call record, as the step starts."""
-        return {"lrs": [_lr(group.get("lr")) for group in opt.param_groups]}
+        """`lrs` and `hyper` for the step's call record, as the step starts."""
+        return {"lrs": [_lr(group.get("lr")) for group in opt.param_groups],
+                "hyper": [_hyper(group) for group in opt.param_groups]}
 
     def _no_grad(self, opt: Any) -> dict[str, Any]:
         """`no_grad` and `no_grad_count`, read after the step: an LBFGS closure computes
@@ -144,6 +147,23 @@ def given_names(opt: Any) -> list[str | None]:
         given = group.get("param_names") or ()
         out += [given[j] if j < len(given) and isinstance(given[j], str) else None
                 for j in range(len(group["params"]))]
+    return out
+
+
+def _hyper(group: dict[str, Any]) -> dict[str, Any]:
+    """A param group's settings besides its parameters and lr, those a store can hold:
+    numbers, flags, text and tuples of numbers (Adam's betas); a tensor setting is read
+    only on the CPU, as the lr is (on a GPU, reading it would wait for the device)."""
+    out: dict[str, Any] = {}
+    for key, value in group.items():
+        if key in ("params", "param_names", "lr") or not isinstance(key, str):
+            continue
+        if isinstance(value, torch.Tensor):
+            value = _lr(value)
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[key] = value
+        elif isinstance(value, (tuple, list)) and all(type(v) in (int, float) for v in value):
+            out[key] = [float(v) for v in value]
     return out
 
 

@@ -65,7 +65,9 @@ def optimizer_rows(call: CallRecord) -> list[Slot]:
     if call.kind != "optimizer":
         return []
     lrs = call.extra.get("lrs") or []
-    rows = [Slot("lr", i, f"group {i}", repr=number(lr)) for i, lr in enumerate(lrs)]
+    hyper = call.extra.get("hyper") or []
+    rows = [Slot("lr", i, f"group {i}", repr=number(lr) + _settings(hyper[i] if i < len(hyper) else None))
+            for i, lr in enumerate(lrs)]
     frozen = call.extra.get("no_grad_frozen")
     rows += _named_rows(call.extra, "no_grad", "no grad", lambda name: _why_no_grad(name, frozen))
     # No zero_grad since the last step: this step applies that step's gradient again.
@@ -73,6 +75,22 @@ def optimizer_rows(call: CallRecord) -> list[Slot]:
     rows += _named_rows(call.extra, "not_stepped", "no optimizer",
                         lambda _: "has a gradient; no optimizer steps it")
     return rows
+
+
+def _settings(group: Any) -> str:
+    """A param group's settings that do something: nonzero numbers, flags set (Adam's
+    betas and eps, SGD's momentum, a weight decay); zeros and unset flags say nothing."""
+    if not isinstance(group, dict):
+        return ""
+    said = []
+    for key, value in group.items():
+        if value is True:
+            said.append(key)
+        elif type(value) in (int, float) and value != 0:
+            said.append(f"{key} {number(value)}")
+        elif isinstance(value, list) and value:
+            said.append(f"{key} {', '.join(number(v) for v in value)}")
+    return f"  {'  '.join(said)}" if said else ""
 
 
 def _named_rows(extra: dict, key: str, role: str, why: Callable[[str], str]) -> list[Slot]:
