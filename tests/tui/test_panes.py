@@ -452,7 +452,7 @@ async def test_step_view_plots_the_loss_and_decodes_predictions(healthy_run):
         text = screen_text(pilot.app)
         assert "step 2  loss 1.5" in text and "hellp" in text and "hello" in text and "80%" in text
         await press(pilot, "right_square_bracket")
-        assert "no predictions recorded for step 3" in screen_text(pilot.app)
+        assert "no class or token predictions to decode in step 3" in screen_text(pilot.app)
         await press(pilot, "right_square_bracket")
         assert _notices(pilot)[-1] == "no later step"
         await press(pilot, "escape")
