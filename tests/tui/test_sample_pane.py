@@ -385,23 +385,38 @@ async def test_a_sample_shows_its_row_of_the_batchs_tokenizer_call(tmp_path):
         assert "WordTok.__call__ (batch row 1) 3 ids 1 4 0" in pane
 
 
-async def test_a_step_that_also_validates_shows_the_samples_of_its_training_batch(tmp_path):
-    # Validation drew a batch before the training batch in the same step (sweep N): the
-    # predictions come from the training loss, after the second batch.
-    with RunWriter(tmp_path / "run") as w:
+def _two_batch_run(path, validation_seq: int):
+    """Step 1 draws its training batch (seq 5) and a validation batch; the training loss,
+    whose predictions are shown, is call 11."""
+    with RunWriter(path) as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
         write_step(w, 1, np.random.default_rng(0))
-        put_batch(w, {"seq": 1, "step": 1, "indices": [90, 91, 92], "size": 3, "detailed": 0})
+        put_batch(w, {"seq": validation_seq, "step": 1, "indices": [90, 91, 92], "size": 3, "detailed": 0})
         put_batch(w, {"seq": 5, "step": 1, "indices": [12, 7, 3], "size": 3, "detailed": 2})
         for sample in SAMPLES:
             put_sample(w, 5, sample)
         put_prediction(w, {**PREDICTIONS[1], "loss_seq": 11})
         w.close(status="ok", steps_recorded=1)
-    async with opened(tmp_path / "run", 2) as pilot:
+    return path
+
+
+async def test_a_step_that_validates_after_its_loss_shows_the_samples_of_its_training_batch(tmp_path):
+    # The validation after opt.step() draws its batch after the loss (sweep N).
+    async with opened(_two_batch_run(tmp_path / "run", validation_seq=13), 2) as pilot:
         await press(pilot, "p")
         table = pilot.app.screen.query_one(RowTable)
         assert [str(table.get_row_at(r)[1]) for r in range(3)] == ["12", "7", "3"]
         assert "sample 12 (#0)" in screen_text(pilot.app)
+
+
+async def test_a_batch_drawn_between_the_training_batch_and_its_loss_shows_no_samples(tmp_path):
+    # A validation at the top of the loop body: which batch the loss saw is not certain,
+    # and another batch's samples beside these losses would mislead (review).
+    async with opened(_two_batch_run(tmp_path / "run", validation_seq=8), 2) as pilot:
+        await press(pilot, "p")
+        table = pilot.app.screen.query_one(RowTable)
+        assert [str(table.get_row_at(r)[1]) for r in range(3)] == ["", "", ""]
+        assert not pilot.app.screen.query_one(SamplePane).display
 
 
 async def test_a_loss_that_broadcast_its_input_against_its_target_says_so(tmp_path):

@@ -368,13 +368,13 @@ def _dataset_index(batch: dict[str, Any], sample: dict[str, Any] | None, positio
 
 def step_batch(reader: RunReader, step: int, loss_seq: int | None) -> dict[str, Any] | None:
     """The DataLoader batch of `step` whose samples the loss call `loss_seq` (the one the
-    predictions and per-sample losses come from) was computed on: the last drawn before
-    it. A step that validates as well draws more than one (sweep N); with no loss call
-    known, only a step's single batch is its."""
+    predictions and per-sample losses come from) was computed on, when that is certain: the
+    only batch drawn before it. A validation after the step's loss draws its batches after
+    it (sweep N); one between the training batch and its loss would make any choice a guess,
+    and samples beside another batch's losses would mislead (review)."""
     drawn = batches(reader, step)
     if loss_seq is not None:
-        before = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
-        return before[-1] if before else None
+        drawn = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
     return drawn[0] if len(drawn) == 1 else None
 
 
