@@ -55,6 +55,9 @@ ZEROED_LOOPS = {
                             "    for p in model.parameters():\n        p.grad = None"),
     "grad.zero_() by hand": ("for p in model.parameters():\n        if p.grad is not None:\n"
                              "            p.grad.zero_()\n    loss_of().backward()\n    opt.step()"),
+    # Old tutorials: through .data, which leaves the version counter where it was.
+    "grad.data.zero_() by hand": ("for p in model.parameters():\n        if p.grad is not None:\n"
+                                  "            p.grad.data.zero_()\n    loss_of().backward()\n    opt.step()"),
     # Two micro-batches a step: they add up on purpose, after a zero_grad.
     "accumulation": ("opt.zero_grad()\n    for micro in range(2):\n"
                      "        (loss_of() / 2).backward()\n    opt.step()"),

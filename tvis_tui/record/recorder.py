@@ -511,7 +511,7 @@ class Recorder:
         self.steps.add_optimizer(opt)  # one made before tvis started, or bypassing __init__
         extra = self.updates.step_extra(opt)
         ps = optimizer_params(opt)
-        extra.update(self.stale.step_extra(ps, lambda: self.names.names_of(ps, given_names(opt))))
+        extra.update(self.stale.step_extra(ps, lambda subset: self._names_in(opt, subset)))
         lrs = extra["lrs"]
         if lrs and lrs[0] is not None:  # a CUDA tensor lr is not read: that would sync
             extra["lr"] = lrs[0]
@@ -527,6 +527,12 @@ class Recorder:
         self.updates.before_step(opt, closure is not None)
         if self.functions.live:  # a step the repeat rule ends is not watched to its loop's head
             self._step_loop(frame)
+
+    def _names_in(self, opt: Any, subset: list[torch.Tensor]) -> list[str]:
+        """The names of `subset` of the optimizer's parameters (those it was given count)."""
+        ps = optimizer_params(opt)
+        by_id = dict(zip(map(id, ps), self.names.names_of(ps, given_names(opt))))
+        return [by_id[id(p)] for p in subset]
 
     @_eager
     def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:

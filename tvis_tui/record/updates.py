@@ -12,7 +12,7 @@ The step's call record gets in `extra`:
 - `hyper`: each param group's other settings (momentum, weight_decay, betas, ...): a
   weight decay of 50 or a momentum of 0.99 meant 0.9 is read here.
 - `no_grad`: names of the parameters of the optimizer that had no gradient after the step
-  (frozen, or unused in the forward); at most NO_GRAD_NAMES, with `no_grad_count` the total,
+  (frozen, or unused in the forward); at most NAMES_LISTED, with `no_grad_count` the total,
   and `no_grad_frozen` those of them with `requires_grad=False` (the rest did require grad:
   no backward since their gradient was last set to None reached them), with
   `no_grad_frozen_count` the total.
@@ -43,8 +43,15 @@ SNAPSHOT_BUDGET_BYTES = 1 << 30
 covers every parameter of a ~250M-parameter fp32 model; past that, memory spent on the
 copies could change whether training fits at all, so the rest go without an update."""
 
-NO_GRAD_NAMES = 64
-"""Names listed in `extra.no_grad`; a frozen backbone has thousands, the count says so."""
+NAMES_LISTED = 64
+"""Parameters named in one list of a step's record (no gradient, not zeroed, in no
+optimizer); a frozen backbone has thousands: the `_count` beside the list says so."""
+
+
+def named(key: str, names: list[str], count: int | None = None) -> dict[str, Any]:
+    """`key` (the first NAMES_LISTED of `names`) and `key_count` (`count`, else how many)."""
+    return {key: names[:NAMES_LISTED], f"{key}_count": len(names) if count is None else count}
+
 
 
 class ParamUpdates:
@@ -70,10 +77,10 @@ class ParamUpdates:
                    if p.grad is None]
         if not missing:
             return {}
-        listed = missing[:NO_GRAD_NAMES]
-        return {"no_grad": [name for name, _ in listed], "no_grad_count": len(missing),
-                "no_grad_frozen": [name for name, wants in listed if not wants],
-                "no_grad_frozen_count": sum(1 for _, wants in missing if not wants)}
+        listed = missing[:NAMES_LISTED]
+        frozen = [name for name, wants in missing if not wants]
+        return {**named("no_grad", [name for name, _ in listed], len(missing)),
+                **named("no_grad_frozen", [name for name, wants in listed if not wants], len(frozen))}
 
     def before_step(self, opt: Any, closure: bool = False) -> None:
         """Copy each parameter with a gradient (with a closure, that may compute them:
