@@ -137,14 +137,16 @@ def test_tick_labels_of_large_values_close_together_tell_the_ticks_apart():
     assert y_ticks(831.3, 1.75e16, log=True)[1] == ["831", "3.81e+09", "1.75e+16"]
 
 
-async def test_a_model_trained_in_eval_mode_is_named_in_the_title(tmp_path):
+async def test_layers_trained_in_eval_mode_are_named_in_the_title(tmp_path):
     # model.eval() for a validation, and no model.train() after it (sweep N).
     with RunWriter(tmp_path / "run") as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
         write_step(w, 1, np.random.default_rng(0))
-        w.put_call(CallRecord(seq=2, parent=0, depth=0, step=1, phase="forward", kind="module", name="Net",
-                              type="Net", start_ns=2000, duration_ns=900, extra={"eval_mode": True}))
+        for seq, name in ((3, "conv1"), (4, "relu")):
+            w.put_call(CallRecord(seq=seq, parent=2, depth=1, step=1, phase="forward", kind="module", name=name,
+                                  type="BatchNorm2d", start_ns=2000, duration_ns=900,
+                                  extra={"eval_while_training": True}))
         w.close(status="ok", steps_recorded=1)
     async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
         await press(pilot, "p")
-        assert "step 1  loss 1.9  Net in eval mode while training" in screen_text(pilot.app)
+        assert "step 1  loss 1.9  2 layers in eval mode while training (conv1, …)" in screen_text(pilot.app)

@@ -38,6 +38,7 @@ from tvis_tui.record.functions import FunctionTracer
 from tvis_tui.record.gradients import ActivationGrads
 from tvis_tui.record.loop_head import LoopHead, enclosing_loop, loop_head, rebinds
 from tvis_tui.record.memory import PeakMemory
+from tvis_tui.record.mode_layers import eval_while_training
 from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
 from tvis_tui.record.names import ModuleNames, class_name
 from tvis_tui.record.options import CaptureOptions
@@ -409,9 +410,7 @@ class Recorder:
         kwargs = _passed_kwargs(module, running)
         if kwargs is not None:
             inputs = itertools.chain(inputs, leaves(kwargs, "kwargs"))
-        # Eval mode in a training forward (model.train() forgotten after a validation):
-        # BatchNorm normalises with its running statistics and Dropout drops nothing.
-        extra = None if module.training else {"eval_mode": True}
+        extra = {"eval_while_training": True} if eval_while_training(module, root) else None
         call = self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                              inputs=inputs, root=root, criterion=criterion, frame=running, extra=extra)

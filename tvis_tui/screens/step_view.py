@@ -124,7 +124,7 @@ class StepScreen(Screen[None]):
         batch = step_batch(self.reader, step, loss_seq if loss_seq is not None else _loss_seq(this))
         drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
         lrs = [lr for _, lr in step_lrs(optimizer_calls(self.reader, step)) if lr is not None]
-        evaluating = eval_mode_models(self.reader, step)
+        evaluating = eval_layers(self.reader, step)
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn, lrs,
                                       evaluating)
@@ -152,8 +152,9 @@ class StepScreen(Screen[None]):
             title.append(f"  no update: {this.extra['optimizer_step_skipped']}", style="bold yellow")
         # What looks wrong before the predictions' score, which a narrow screen cuts first.
         if evaluating:
-            title.append(f"  {', '.join(evaluating)} in eval mode", style="bold yellow")
-            title.append(" while training", style="yellow")
+            many = len(evaluating) > 1
+            title.append(f"  {len(evaluating)} layer{'s' if many else ''} in eval mode", style="bold yellow")
+            title.append(f" while training ({evaluating[0]}{', …' if many else ''})", style="yellow")
         broadcast = _broadcast(this)
         if broadcast:  # every prediction compared with every target: no loss per sample
             title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "
@@ -389,16 +390,12 @@ def _target_class(record: dict[str, Any] | None, row: int) -> dict[str, Any]:
     return {"target_class": [index, name]} if type(index) is int and isinstance(name, str) else {}
 
 
-def eval_mode_models(reader: RunReader, step: int) -> list[str]:
-    """The models called in eval mode in the step's forward phase, autograd on: BatchNorm
-    then normalises with running statistics and Dropout drops nothing. Only models, not
-    their parts: fine-tuning puts a frozen backbone's BatchNorm in eval mode on purpose."""
-    calls = {c.seq: c for span in reader.phases(step) if span.phase == "forward"
-             for c in reader.calls(span.first_seq, span.last_seq)}
-    return list(dict.fromkeys(
-        c.name for c in calls.values()
-        if c.kind == "module" and c.extra.get("eval_mode") is True
-        and (c.parent not in calls or calls[c.parent].kind != "module")))
+def eval_layers(reader: RunReader, step: int) -> list[str]:
+    """The BatchNorm and Dropout layers that ran in eval mode in the step's training
+    (record/mode_layers.py): `model.train()` forgotten after a validation, say."""
+    return list(dict.fromkeys(c.name for span in reader.phases(step) if span.phase in ("forward", "loss")
+                              for c in reader.calls(span.first_seq, span.last_seq)
+                              if c.extra.get("eval_while_training") is True))
 
 
 def _broadcast(step: StepRecord | None) -> dict[str, Any] | None:

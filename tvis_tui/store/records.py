@@ -193,7 +193,7 @@ class CallRecord(_Wire):
                                 "no_grad": list[str], "no_grad_count": int,
                                 "no_grad_frozen": list[str], "no_grad_frozen_count": int,
                                 "not_zeroed": list[str], "not_zeroed_count": int,
-                                "not_stepped": list[str], "not_stepped_count": int, "eval_mode": bool,
+                                "not_stepped": list[str], "not_stepped_count": int, "eval_while_training": bool,
                                 "clip_params": int, "clip_grads": int, "hyper": list[dict[str, Any]]}
 
     def closed(self, duration_ns: int, nonfinite_output: bool, error: str | None,

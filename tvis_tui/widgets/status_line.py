@@ -34,8 +34,8 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append("  NaN/Inf in output", style="bold red")
     elif nonfinite_grad:
         text.append("  NaN/Inf in gradient", style="bold red")
-    if call.extra.get("eval_mode") is True:  # a module in eval mode: in a training forward, a bug
-        text.append("  eval mode", style="bold yellow" if call.phase in ("forward", "loss") else "dim")
+    if call.extra.get("eval_while_training") is True:  # record/mode_layers.py
+        text.append("  eval mode while training", style="bold yellow")
     _no_grad(text, call.extra)
     if call.extra.get("clip_grads") == 0 and call.extra.get("clip_params"):  # clip_grad_norm_ too early
         text.append("  no gradient to clip (before backward?)", style="bold yellow")
