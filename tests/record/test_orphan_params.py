@@ -62,3 +62,24 @@ def test_every_parameter_in_some_optimizer_reports_nothing(run_inprocess):
     assert code == 0
     calls = _optimizer_calls(run)
     assert len(calls) == 4 and not [c for c in calls if "not_stepped" in c.extra]
+
+
+def test_a_part_frozen_when_training_moves_to_a_new_optimizer_is_not_reported(run_inprocess):
+    # Its gradients from before the switch are still there, but it no longer trains on
+    # purpose (review: reported as "in no optimizer" at every later step).
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(4):
+    if step == 2:
+        net[0].requires_grad_(False)
+        opt = torch.optim.SGD(net[2].parameters(), lr=0.1)
+    opt.zero_grad()
+    nn.functional.mse_loss(net(torch.randn(6, 4)), torch.randn(6, 2)).backward()
+    opt.step()
+""")
+    assert code == 0
+    assert not [c.extra for c in _optimizer_calls(run) if "not_stepped" in c.extra]

@@ -1,14 +1,16 @@
 """Parameters that get a gradient but that no optimizer steps: they never train.
 
 `Adam(model.backbone.parameters())` that leaves out the head, a layer added to the model
-after its optimizer was made, a learnable loss weight nobody handed to an optimizer: the
-forward uses them, backward computes their gradients (the cost of training them), and no
-step ever changes them. Each optimizer step's own parameters look fine, so no single call
-shows it; this compares the models' parameters with every live optimizer's.
+after its optimizer was made, a loss module's learnable weight nobody handed to an
+optimizer: the forward uses them, backward computes their gradients (the cost of training
+them), and no step ever changes them. Each optimizer step's own parameters look fine, so
+no single call shows it; this compares the models' parameters with every live optimizer's.
 
 Checked as each optimizer step ends, while the gradients backward made are still there:
-a parameter of a model tvis saw called, with a gradient, held by no live optimizer. A
-teacher or EMA model run under no_grad has no gradients, so it is not reported.
+a parameter of a model tvis saw called (a bare `nn.Parameter` outside any module is not
+seen), that requires grad, has a gradient, and is held by no live optimizer. A teacher or
+EMA model run under no_grad has no gradients, and a part frozen when training moved to a
+new optimizer (its old gradients still there) no longer requires grad: neither is reported.
 """
 
 from __future__ import annotations
@@ -17,10 +19,6 @@ from typing import Any, Iterable
 
 import torch
 
-LISTED = 64
-"""Names listed per step; a forgotten backbone's thousands are counted, not listed."""
-
-
 def orphans(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any]) -> list[torch.Tensor]:
     """The parameters of `roots` that have a gradient and are in none of `optimizers`."""
     stepped = {id(p) for opt in optimizers for group in getattr(opt, "param_groups", ())
@@ -28,13 +26,6 @@ def orphans(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any]) -> list
     found: dict[int, torch.Tensor] = {}
     for root in roots:
         for p in root.parameters():
-            if p.grad is not None and id(p) not in stepped:
+            if p.requires_grad and p.grad is not None and id(p) not in stepped:
                 found.setdefault(id(p), p)
     return list(found.values())
-
-
-def step_extra(params: list[torch.Tensor], names: list[str]) -> dict[str, Any]:
-    """`not_stepped` (at most LISTED names) and `not_stepped_count` for an optimizer call."""
-    if not params:
-        return {}
-    return {"not_stepped": names[:LISTED], "not_stepped_count": len(params)}

@@ -42,7 +42,7 @@ from tvis_tui.record.mode_layers import eval_while_training
 from tvis_tui.record.module_backward import ModuleBackwardTimes, next_node_number
 from tvis_tui.record.names import ModuleNames, class_name
 from tvis_tui.record.options import CaptureOptions
-from tvis_tui.record.orphan_params import orphans, step_extra as orphans_extra
+from tvis_tui.record.orphan_params import orphans
 from tvis_tui.record.own_hooks import AfterOwnHooks
 from tvis_tui.record import forks, per_sample_loss, warning_sites
 from tvis_tui.record.sink import WriterThread
@@ -53,7 +53,7 @@ from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import count_gc_as_overhead
 from tvis_tui.record.tvis_frames import own_work
-from tvis_tui.record.updates import ParamUpdates, given_names, params as optimizer_params
+from tvis_tui.record.updates import NAMES_LISTED, ParamUpdates, given_names, named, params as optimizer_params
 from tvis_tui.store.writer import RunWriter
 
 
@@ -545,7 +545,8 @@ class Recorder:
             self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
             extra = self.updates.after_step(opt, call.record.seq)
             lost = orphans(self.names.roots(), self.steps.optimizers)
-            extra.update(orphans_extra(lost, self.names.names_of(lost)))
+            if lost:
+                extra.update(named("not_stepped", self.names.names_of(lost[:NAMES_LISTED]), len(lost)))
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt), given_names(opt)),
                            role="param", extra=extra)
