@@ -419,17 +419,28 @@ async def test_a_batch_drawn_between_the_training_batch_and_its_loss_shows_no_sa
         assert not pilot.app.screen.query_one(SamplePane).display
 
 
-async def test_a_loss_that_broadcast_its_input_against_its_target_says_so(tmp_path):
-    with RunWriter(tmp_path / "run") as w:
+def _broadcast_run(path, broadcast: dict):
+    with RunWriter(path) as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
         write_step(w, 1, np.random.default_rng(0))
-        broadcast = {"input": [32, 1], "target": [32], "shape": [32, 32]}
         w.put_step(StepRecord(step=1, first_seq=1, last_seq=14, loss=23.4,
                               extra={"per_sample_loss": {"seq": 12, "trains": True, "broadcast": broadcast}}))
         w.close(status="ok", steps_recorded=1)
-    async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
+    return path
+
+
+async def test_a_loss_that_broadcast_its_input_against_its_target_says_so(tmp_path):
+    broadcast = {"input": [32, 1], "target": [32], "shape": [32, 32]}
+    async with opened(_broadcast_run(tmp_path / "run", broadcast), 2, size=(80, 24)) as pilot:
         await press(pilot, "p")
         assert "step 1  loss 23.4  loss input [32, 1] and target [32] broadcast to [32, 32]" in screen_text(pilot.app)
+
+
+async def test_a_damaged_broadcast_record_is_left_out_not_a_crash(tmp_path):
+    async with opened(_broadcast_run(tmp_path / "run", {"target": [32]}), 2, size=(80, 24)) as pilot:
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "step 1  loss 23.4" in text and "broadcast" not in text
 
 
 async def test_a_samples_class_label_is_named_as_the_table_names_it(healthy_run):

@@ -399,9 +399,11 @@ def eval_layers(reader: RunReader, step: int) -> list[str]:
 
 
 def _broadcast(step: StepRecord | None) -> dict[str, Any] | None:
-    """The shapes of a loss that broadcast its input against its target (per_sample_loss.py)."""
+    """The shapes of a loss that broadcast its input against its target (per_sample_loss.py);
+    None in a damaged run that lacks one of them (the reader checks the types of those present)."""
     summary = step.extra.get("per_sample_loss") if step is not None else None
-    return summary.get("broadcast") if isinstance(summary, dict) else None
+    shapes = summary.get("broadcast") if isinstance(summary, dict) else None
+    return shapes if isinstance(shapes, dict) and all(k in shapes for k in ("input", "target", "shape")) else None
 
 
 def _loss_seq(step: StepRecord | None) -> int | None:
