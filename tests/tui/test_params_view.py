@@ -100,3 +100,21 @@ async def test_the_step_view_names_the_steps_learning_rates(tmp_path):
     async with opened(write_gan_run(tmp_path / "run"), 2, size=(100, 30)) as pilot:
         await press(pilot, "p")
         assert "step 2  loss 1  lr 0.05, 0.5" in screen_text(pilot.app)
+
+
+def test_two_optimizers_of_one_type_have_a_learning_rate_row_each(tmp_path):
+    # A WGAN's critic (3 steps) and generator (1), both Adam, at 4e-4 and 1e-4: one "lr Adam"
+    # row alternating between them read as a scheduler (review).
+    from tvis_tui.store import RunReader, Site
+    from tvis_tui.store.parameters import parameter_history
+
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step, (line, lr) in enumerate([(19, 4e-4), (19, 4e-4), (24, 1e-4)], start=1):
+            w.put_call(CallRecord(seq=step, parent=0, depth=0, step=step, phase="optimizer", kind="optimizer",
+                                  name="Adam", type="Adam", call_site=Site("train.py", line), start_ns=step,
+                                  duration_ns=5, extra={"lrs": [lr]}))
+            w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0))
+        w.close(status="ok", steps_recorded=3)
+    history = parameter_history(RunReader(tmp_path / "run"))
+    assert history.lrs == {"lr Adam line 19": {1: 4e-4, 2: 4e-4}, "lr Adam line 24": {3: 1e-4}}

@@ -50,9 +50,15 @@ def parameter_history(reader: RunReader) -> ParamHistory:
     holds several optimizer calls (a GAN's two optimizers), each names its own parameters;
     a parameter stepped twice in a step shows its last."""
     history = ParamHistory()
-    for step in reader.phase_steps():
-        calls = optimizer_calls(reader, step)
-        for label, lr in step_lrs(calls):
+    by_step = {step: optimizer_calls(reader, step) for step in reader.phase_steps()}
+    # Two optimizers of one type stepped from different lines (a WGAN's critic and
+    # generator) are told apart by the line, or their lrs would read as one that changes.
+    sites: dict[str, set[int | None]] = {}
+    for call in (c for calls in by_step.values() for c in calls):
+        sites.setdefault(call.name, set()).add(call.call_site.line if call.call_site else None)
+    by_line = {name for name, lines in sites.items() if len(lines) > 1}
+    for step, calls in by_step.items():
+        for label, lr in step_lrs(calls, by_line):
             history.lrs.setdefault(label, {})[step] = lr
         for call in calls:
             _add(history, step, _points(call, reader.slots(call.seq)))
@@ -66,17 +72,19 @@ def optimizer_calls(reader: RunReader, step: int) -> list[CallRecord]:
             for c in reader.calls(span.first_seq, span.last_seq) if c.kind == "optimizer"]
 
 
-def step_lrs(calls: list[CallRecord]) -> list[tuple[str, float | None]]:
+def step_lrs(calls: list[CallRecord], by_line: set[str] = frozenset()) -> list[tuple[str, float | None]]:
     """(label, learning rate) of each param group of each optimizer call: `lr SGD`, with
-    `group i` where an optimizer has several and `#k` for a second optimizer of a type."""
+    `line N` (the line of its step() call) for the types in `by_line`, `group i` where an
+    optimizer has several and `#k` for a second call of one label in the step."""
     out: list[tuple[str, float | None]] = []
     seen: dict[str, int] = {}
     for call in calls:
         lrs = call.extra.get("lrs")
         if not isinstance(lrs, list):
             continue
-        seen[call.name] = seen.get(call.name, 0) + 1
-        name = call.name if seen[call.name] == 1 else f"{call.name}#{seen[call.name]}"
+        base = call.name + (f" line {call.call_site.line}" if call.name in by_line and call.call_site else "")
+        seen[base] = seen.get(base, 0) + 1
+        name = base if seen[base] == 1 else f"{base}#{seen[base]}"
         for i, lr in enumerate(lrs):
             value = float(lr) if isinstance(lr, (int, float)) else None
             out.append((f"lr {name}" + (f" group {i}" if len(lrs) > 1 else ""), value))
