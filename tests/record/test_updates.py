@@ -523,8 +523,8 @@ for step in range(2):
     assert step.extra["no_grad_frozen"] == ["Net.frozen.weight", "Net.frozen.bias"]
     assert (step.extra["no_grad_count"], step.extra["no_grad_frozen_count"]) == (4, 2)
     rows = [(r[0].plain, r[1].plain) for r in map(slot_cells, optimizer_rows(step))]
-    assert rows[1:] == [("no grad Net.aux.weight", "backward did not reach it: not updated"),
-                        ("no grad Net.aux.bias", "backward did not reach it: not updated"),
+    assert rows[1:] == [("no grad Net.aux.weight", "no gradient (unused by the loss, or zeroed before the step): not updated"),
+                        ("no grad Net.aux.bias", "no gradient (unused by the loss, or zeroed before the step): not updated"),
                         ("no grad Net.frozen.weight", "requires_grad=False: not updated"),
                         ("no grad Net.frozen.bias", "requires_grad=False: not updated")]
 

@@ -118,3 +118,14 @@ def test_two_optimizers_of_one_type_have_a_learning_rate_row_each(tmp_path):
         w.close(status="ok", steps_recorded=3)
     history = parameter_history(RunReader(tmp_path / "run"))
     assert history.lrs == {"lr Adam line 19": {1: 4e-4, 2: 4e-4}, "lr Adam line 24": {3: 1e-4}}
+
+
+def test_all_parameters_count_a_weight_the_step_did_not_move():
+    # A frozen-by-lr or converged weight updated by exactly 0 still weighs in (review: "–").
+    from tvis_tui.store.parameters import ParamHistory, ParamPoint, totals
+
+    history = ParamHistory(steps=[1], names=["a", "b"], points={
+        "a": {1: ParamPoint(grad_norm=0.0, ratio=0.0, update_norm=0.0, weight_norm=3.0)},
+        "b": {1: ParamPoint(grad_norm=2.0, ratio=0.25, update_norm=1.0, weight_norm=4.1)}})
+    total = totals(history)[1]
+    assert total.ratio == 1.0 / 5.0 and total.grad_norm == 2.0  # ‖(0, 1)‖ / ‖(3, 4)‖

@@ -145,8 +145,11 @@ def totals(history: ParamHistory) -> dict[int, ParamPoint]:
     out = {}
     for step in history.steps:
         points = [p[step] for p in history.points.values() if step in p and not p[step].no_grad]
-        before = [(p.update_norm, p.update_norm / p.ratio) for p in points
-                  if p.update_norm is not None and p.ratio]  # ratio 0 or None: nothing to divide by
+        # Each weight's norm before the step: ‖Δ‖ / ratio, or, where the step moved it by
+        # nothing, its norm after (the same); without a ratio (an all-zero weight), none.
+        before = [(p.update_norm, p.update_norm / p.ratio if p.ratio else p.weight_norm) for p in points
+                  if p.update_norm is not None and p.ratio is not None
+                  and (p.ratio or (p.update_norm == 0 and p.weight_norm is not None))]
         out[step] = ParamPoint(
             grad_norm=_root_sum([p.grad_norm for p in points]),
             grad_nonfinite=sum(p.grad_nonfinite for p in points),

@@ -109,7 +109,7 @@ def _why_no_grad(name: str, frozen: list[str] | None) -> str:
         return "no gradient: not updated"
     if name in frozen:
         return "requires_grad=False: not updated"
-    return "backward did not reach it: not updated"
+    return "no gradient (unused by the loss, or zeroed before the step): not updated"
 
 
 class Inspector(RowTable):
