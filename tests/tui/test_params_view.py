@@ -129,3 +129,19 @@ def test_all_parameters_count_a_weight_the_step_did_not_move():
         "b": {1: ParamPoint(grad_norm=2.0, ratio=0.25, update_norm=1.0, weight_norm=4.1)}})
     total = totals(history)[1]
     assert total.ratio == 1.0 / 5.0 and total.grad_norm == 2.0  # ‖(0, 1)‖ / ‖(3, 4)‖
+
+
+async def test_a_long_run_shows_the_steps_around_the_one_it_was_opened_from(tmp_path):
+    # 300 step columns took a second to lay out on each `m`: the columns are a window,
+    # the trend column covers every step.
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in range(1, 81):
+            _optimizer_call(w, step, step, "SGD", {G[0]: np.full(4, 0.5, np.float32)})
+            w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0, phase_ns={}))
+        w.close(status="ok", steps_recorded=80)
+    async with opened(tmp_path / "run", 60, size=(120, 30)) as pilot:
+        await press(pilot, "w")
+        assert "steps 31-80 of 80" in screen_text(pilot.app)
+        columns = [c.label.plain for c in pilot.app.screen.query_one(RowTable).ordered_columns]
+        assert columns[2:] == [f"step {n}" for n in range(31, 81)]

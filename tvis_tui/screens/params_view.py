@@ -32,6 +32,9 @@ MEASURES: dict[str, tuple[str, Callable[[ParamPoint], float | None]]] = {
 """What `m` cycles the cells through: its title and each point's value."""
 
 TREND_WIDTH = 12
+SHOWN_STEPS = 50
+"""Step columns at most, around the step the view was opened from: a DataTable of 300
+columns took a second to lay out on each `m`; the trend column covers every step."""
 LOG_SPAN = 100
 """A row whose values span more than this factor draws its trend on a log scale."""
 
@@ -78,6 +81,9 @@ class ParamsScreen(Screen[None]):
         else:
             title.append(f"  {MEASURES[self.measure][0]}")
             title.append(f"  (m: {MEASURES[self._next_measure()][0]})", style="dim")
+            shown, steps = self._shown_steps(), self.history.steps if self.history is not None else []
+            if len(shown) < len(steps):  # the trend column covers them all
+                title.append(f"  steps {shown[0]}-{shown[-1]} of {len(steps)}", style="dim")
             if self.history is not None and self.history.not_stepped:
                 lost, count = list(self.history.not_stepped), max(self.history.not_stepped_count, 1)
                 title.append(f"\n{count} parameter{'s' if count > 1 else ''} got gradients that no "
@@ -97,27 +103,34 @@ class ParamsScreen(Screen[None]):
         if history is None or not history.names:
             return
         value_of = MEASURES[self.measure][1]
+        shown = self._shown_steps()
+        first = history.steps.index(shown[0])
+        window = slice(first, first + len(shown))
         table.add_column("parameter")
         table.add_column("trend")
-        for step in history.steps:
+        for step in shown:
             table.add_column(Text(f"step {step}", style="bold reverse" if step == self.step else ""))
         # The learning rates first: a scheduler stepped per batch instead of per epoch
         # shows as a row that falls step after step (sweep N).
         for label, by_step in history.lrs.items():
             lrs = [by_step.get(step) for step in history.steps]
-            table.add_row(Text(label, style="cyan", no_wrap=True),
-                          _bars(lrs, bad=False),
+            table.add_row(Text(label, style="cyan", no_wrap=True), _bars(lrs, bad=False),
                           *(Text(number(lr) if lr is not None else "", justify="right", style="cyan")
-                            for lr in lrs))
+                            for lr in lrs[window]))
         # All parameters together: the gradient norm people log and clip.
         total = totals(history)
-        points = [total.get(step) for step in history.steps]
-        table.add_row(Text("all parameters", style="bold", no_wrap=True), _trend(points, value_of),
-                      *(_cell(p, value_of) for p in points))
-        for name in history.names:
-            points = [history.points[name].get(step) for step in history.steps]
-            table.add_row(Text(name, no_wrap=True), _trend(points, value_of),
-                          *(_cell(p, value_of) for p in points))
+        rows = [(Text("all parameters", style="bold", no_wrap=True), [total.get(step) for step in history.steps])]
+        rows += [(Text(name, no_wrap=True), [history.points[name].get(step) for step in history.steps])
+                 for name in history.names]
+        for label, points in rows:
+            table.add_row(label, _trend(points, value_of), *(_cell(p, value_of) for p in points[window]))
+
+    def _shown_steps(self) -> list[int]:
+        """Up to SHOWN_STEPS steps, the one the view was opened from among them."""
+        steps = self.history.steps if self.history is not None else []
+        at = steps.index(self.step) if self.step in steps else 0
+        start = max(0, min(at - SHOWN_STEPS // 2, len(steps) - SHOWN_STEPS))
+        return steps[start:start + SHOWN_STEPS]
 
     def _next_measure(self) -> str:
         names = list(MEASURES)
