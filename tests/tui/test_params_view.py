@@ -134,14 +134,27 @@ def test_all_parameters_count_a_weight_the_step_did_not_move():
 async def test_a_long_run_shows_the_steps_around_the_one_it_was_opened_from(tmp_path):
     # 300 step columns took a second to lay out on each `m`: the columns are a window,
     # the trend column covers every step.
-    with RunWriter(tmp_path / "run") as w:
-        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
-        for step in range(1, 81):
-            _optimizer_call(w, step, step, "SGD", {G[0]: np.full(4, 0.5, np.float32)})
-            w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0, phase_ns={}))
-        w.close(status="ok", steps_recorded=80)
-    async with opened(tmp_path / "run", 60, size=(120, 30)) as pilot:
+    async with opened(_long_run(tmp_path / "run", 80), 60, size=(120, 30)) as pilot:
         await press(pilot, "w")
         assert "steps 31-80 of 80" in screen_text(pilot.app)
         columns = [c.label.plain for c in pilot.app.screen.query_one(RowTable).ordered_columns]
         assert columns[2:] == [f"step {n}" for n in range(31, 81)]
+
+
+def _long_run(path, steps: int):
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in range(1, steps + 1):
+            _optimizer_call(w, step, step, "SGD", {G[0]: np.full(4, 0.5, np.float32)})
+            w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0, phase_ns={}))
+        w.close(status="ok", steps_recorded=steps)
+    return path
+
+
+async def test_the_parameter_names_stay_in_view_as_the_steps_scroll(tmp_path):
+    async with opened(_long_run(tmp_path / "run", 20), 1, size=(80, 24)) as pilot:
+        await press(pilot, "w", "right", "right")
+        lines = screen_text(pilot.app).splitlines()
+        header = next(line for line in lines if line.startswith("│ parameter"))
+        assert "‹step 3" in header and "step 1 " not in header  # scrolled past steps 1 and 2
+        assert any(line.startswith("│ G.fc.weight") and "1  " in line for line in lines)

@@ -55,7 +55,7 @@ class ParamsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="params-title")
-        yield RowTable(id="params")
+        yield RowTable(id="params", fixed_columns=2)  # the name and trend stay as the steps scroll
         yield Footer()
 
     def on_mount(self) -> None:

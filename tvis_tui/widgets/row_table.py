@@ -21,7 +21,9 @@ class RowTable(DataTable):
     DataTable crops its lines at the pane's edges wherever they fall: a right-justified
     -1.839e-08 cut after five cells reads as -1.839, a wrong figure that looks right.
     Here a column only partly in view is blanked, and a marker says more lies that way.
-    Rows have no labels and no columns are fixed (the offsets below assume so)."""
+    Rows have no labels (the offsets below assume so). The first `fixed_columns` stay in
+    view (a row's name); the rest scroll past them, and are what the keys and markers
+    count."""
 
     BINDINGS = [
         Binding("k", "cursor_up", "Up", show=False),
@@ -30,32 +32,32 @@ class RowTable(DataTable):
         Binding("end", "scroll_bottom", "Last row", show=False),
     ]
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+    def __init__(self, *, id: str | None = None, fixed_columns: int = 0) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False, fixed_columns=fixed_columns)
 
     def action_cursor_right(self) -> None:
         """One column to the right: the leftmost one (or what shows of it) scrolls away."""
-        ends = [end for _, end in self._column_spans() if end > self.scroll_x]
+        ends = [end for _, end in self._scrolled_spans() if end > self.scroll_x]
         if ends:
             self.scroll_to(x=min(ends[0], self.max_scroll_x), animate=False)
 
     def action_cursor_left(self) -> None:
         """One column to the left: the one cut or hidden by the left edge comes in whole."""
-        starts = [start for start, _ in self._column_spans() if start < self.scroll_x]
+        starts = [start for start, _ in self._scrolled_spans() if start < self.scroll_x]
         if starts:
             self.scroll_to(x=starts[-1], animate=False)
 
     def first_column_in_view(self) -> int:
-        """The index of the leftmost column in view (in part or whole)."""
-        spans = self._column_spans()
-        return next((i for i, (_, end) in enumerate(spans) if end > self.scroll_x), 0)
+        """The index of the leftmost scrolling column in view (in part or whole)."""
+        spans = self._scrolled_spans()
+        return self.fixed_columns + next((i for i, (_, end) in enumerate(spans) if end > self.scroll_x), 0)
 
     def scroll_to_column(self, index: int) -> None:
-        """Scroll sideways so that column `index` is the leftmost in view, or as near as
-        the table's width lets it."""
-        spans = self._column_spans()
-        if 0 <= index < len(spans):
-            self.scroll_to(x=min(spans[index][0], self.max_scroll_x), animate=False)
+        """Scroll sideways so that column `index` is the leftmost scrolling one in view,
+        or as near as the table's width lets it."""
+        spans = self._scrolled_spans()
+        if 0 <= index - self.fixed_columns < len(spans):
+            self.scroll_to(x=min(spans[index - self.fixed_columns][0], self.max_scroll_x), animate=False)
 
     def render_line(self, y: int) -> Strip:
         strip = super().render_line(y)
@@ -63,36 +65,44 @@ class RowTable(DataTable):
         if right is not None:
             strip = _blank(strip, right, self._visible_width, CUT_RIGHT, at_end=True)
         if left is not None:
-            strip = _blank(strip, 0, left, CUT_LEFT, at_end=False)
+            strip = _blank(strip, self._fixed_width, left, CUT_LEFT, at_end=False)
         return strip
 
     def cut_columns(self) -> tuple[int | None, int | None]:
         """Where, in the visible width, the blank left of the view ends and the blank right
         of it starts (None: all is in view that way). A column the edge cuts is blanked
         whole, except one wider than the pane (blanking it would leave nothing to read):
-        then only the marker's cell is given up."""
+        then only the marker's cell is given up. The scrolling columns are laid out from
+        the fixed ones' right edge, so a scroll of x shows their cells [x, x + room)."""
+        fixed = self._fixed_width
+        room = self._visible_width - fixed
         first = int(self.scroll_x)
-        last = first + self._visible_width
-        spans = self._column_spans()
-        left = 1 if first > 0 else None
+        last = first + room
+        spans = self._scrolled_spans()
+        left = fixed + 1 if first > 0 else None
         right = self._visible_width - 1 if spans and spans[-1][1] > last else None
         for start, end in spans:
-            if end - start > self._visible_width:
+            if end - start > room:
                 continue  # an LM's predicted text: cut, it still reads; blanked, nothing would
             if start < first < end < last:
-                left = end - first
+                left = fixed + end - first
             if first < start < last < end:
-                right = start - first
+                right = fixed + start - first
         return left, right
 
-    def _column_spans(self) -> list[tuple[int, int]]:
-        """(first cell, end) of each column across the whole table."""
+    def _scrolled_spans(self) -> list[tuple[int, int]]:
+        """(first cell, end) of each scrolling column, counted from the fixed ones' edge:
+        the scroll offset at which it starts at that edge, and past which it is gone."""
         spans, start = [], 0
-        for column in self.ordered_columns:
+        for column in self.ordered_columns[self.fixed_columns:]:
             end = start + column.get_render_width(self)
             spans.append((start, end))
             start = end
         return spans
+
+    @property
+    def _fixed_width(self) -> int:
+        return sum(column.get_render_width(self) for column in self.ordered_columns[:self.fixed_columns])
 
     @property
     def _visible_width(self) -> int:
