@@ -65,7 +65,10 @@ async def test_each_parameter_reads_across_the_steps_and_m_cycles_the_measure(tm
         text = screen_text(pilot.app)
         assert "parameters × optimizer steps  gradient norm  (m: update / weight" in text
         assert "1 parameter got gradients that no optimizer steps (they never train): D.scale" in text
-        assert "gradients not zeroed before step 2, 3: each step applies the earlier steps'" in text
+        assert "gradients not zeroed before step 2, 3 (yellow): each step applies the earlier" in text
+        table = pilot.app.screen.query_one(RowTable)
+        weight = next(table.get_row_at(r) for r in range(table.row_count) if table.get_row_at(r)[0].plain == G[0])
+        assert [any(span.style == "yellow" for span in cell.spans) for cell in weight[2:]] == [False, True, True]
         table = pilot.app.screen.query_one(RowTable)
         assert [c.label.plain for c in table.ordered_columns] == ["parameter", "trend", "step 1", "step 2", "step 3"]
         assert table.ordered_columns[2].label.style == "bold reverse"  # opened from a call of step 1

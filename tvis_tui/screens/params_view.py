@@ -92,8 +92,8 @@ class ParamsScreen(Screen[None]):
             if self.history is not None and self.history.not_zeroed:
                 steps = sorted(self.history.not_zeroed)
                 shown = ", ".join(map(str, steps[:5])) + (" …" if len(steps) > 5 else "")
-                title.append(f"\ngradients not zeroed before step {shown}: each step applies the earlier "
-                             "steps' gradients again (no zero_grad?)", style="bold yellow")
+                title.append(f"\ngradients not zeroed before step {shown} (yellow): each step applies the "
+                             "earlier steps' gradients again (no zero_grad?)", style="bold yellow")
         self.query_one("#params-title", Static).update(title)
 
     def _table(self) -> None:
@@ -119,11 +119,15 @@ class ParamsScreen(Screen[None]):
                             for lr in lrs[window]))
         # All parameters together: the gradient norm people log and clip.
         total = totals(history)
-        rows = [(Text("all parameters", style="bold", no_wrap=True), [total.get(step) for step in history.steps])]
-        rows += [(Text(name, no_wrap=True), [history.points[name].get(step) for step in history.steps])
+        rows = [("", Text("all parameters", style="bold", no_wrap=True), [total.get(step) for step in history.steps])]
+        rows += [(name, Text(name, no_wrap=True), [history.points[name].get(step) for step in history.steps])
                  for name in history.names]
-        for label, points in rows:
-            table.add_row(label, _trend(points, value_of), *(_cell(p, value_of) for p in points[window]))
+        for name, label, points in rows:
+            cells = [_cell(p, value_of) for p in points[window]]
+            for cell, step in zip(cells, shown):
+                if (name, step) in history.carried:  # this step applied earlier steps' gradient too
+                    cell.stylize("yellow")
+            table.add_row(label, _trend(points, value_of), *cells)
 
     def _shown_steps(self) -> list[int]:
         """Up to SHOWN_STEPS steps, the one the view was opened from among them."""

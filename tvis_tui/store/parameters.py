@@ -38,6 +38,7 @@ class ParamHistory:
     points: dict[str, dict[int, ParamPoint]] = field(default_factory=dict)  # name -> step -> point
     # step -> how many gradients its optimizer steps found not zeroed since an earlier step
     not_zeroed: dict[int, int] = field(default_factory=dict)
+    carried: set[tuple[str, int]] = field(default_factory=set)  # (name, step) of those named
     # parameters with a gradient that no optimizer steps, by name: the steps they were seen in
     not_stepped: dict[str, list[int]] = field(default_factory=dict)
     not_stepped_count: int = 0  # the most in one step (past the names listed, counted)
@@ -96,6 +97,8 @@ def _add_findings(history: ParamHistory, step: int, extra: dict) -> None:
     carried = extra.get("not_zeroed_count")
     if isinstance(carried, int) and carried > 0:
         history.not_zeroed[step] = history.not_zeroed.get(step, 0) + carried
+    named = extra.get("not_zeroed")
+    history.carried.update((str(name), step) for name in (named if isinstance(named, list) else ()))
     count = extra.get("not_stepped_count")
     if isinstance(count, int):
         history.not_stepped_count = max(history.not_stepped_count, count)
