@@ -301,3 +301,27 @@ F.mse_loss(pred, torch.tensor([2.0])).backward()  # every sample against one con
     summary = run.steps()[0].extra["per_sample_loss"]
     values = run.values(summary["seq"], run.slots(summary["seq"], "per_sample")[0])
     assert "broadcast" not in summary and values.tolist() == [1.0, 0.0, 4.0]
+
+
+@pytest.mark.parametrize("loss, fed", [
+    ("F.cross_entropy(logits.softmax(1), y)", True),  # softmax twice: the loss barely moves
+    ("F.nll_loss(logits.softmax(1), y)", True),  # softmax where log_softmax belongs
+    ("nn.CrossEntropyLoss()(logits, y)", False),
+    ("F.nll_loss(logits.log_softmax(1), y)", False),
+    ("F.cross_entropy(logits, logits.detach().softmax(1))", False),  # probability targets
+])
+def test_a_class_loss_fed_probabilities_says_so(run_inprocess, loss, fed):
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+model = nn.Linear(5, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+logits, y = model(torch.randn(8, 5)), torch.randint(0, 4, (8,))
+{loss}.backward()
+opt.step()
+""")
+    assert code == 0
+    summary = run.steps()[0].extra["per_sample_loss"]
+    assert summary.get("probabilities", False) is fed and summary["count"] == 8

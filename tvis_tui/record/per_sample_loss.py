@@ -41,6 +41,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn import _reduction
 
+from tvis_tui.record.loss_inputs import fed_probabilities
+
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 """Class-index targets: weights and ignore_index act per position (see the module doc)."""
 
@@ -72,6 +74,7 @@ class PerSample:
     weights: torch.Tensor | None
     reduction: str
     trains: bool = False  # its input required grad, autograd on: a training loss, not a metric
+    probabilities: bool = False  # a class loss fed probabilities (loss_inputs.py)
 
     def slots(self) -> list[tuple[str, torch.Tensor]]:
         pairs = [("per_sample", self.values)]
@@ -152,7 +155,8 @@ def compute(name: str, fn: Callable[..., Any], input: Any, target: Any, *, reduc
         parts = [_part(name, fn, *chunk) for chunk in _chunks(input, target, options)]
         if any(p is None for p in parts):
             return None
-        return replace(_combine(parts, reduction), trains=trains)
+        return replace(_combine(parts, reduction), trains=trains,
+                       probabilities=fed_probabilities(name, input, target))
 
 
 @contextlib.contextmanager
@@ -286,5 +290,8 @@ def step_summary(seq: int, per_sample: PerSample) -> dict[str, Any]:
     rank = torch.where(kept, rank, torch.full_like(rank, -math.inf))
     k = min(WORST, int(kept.sum()))
     worst = [[int(i), float(values[i])] for i in torch.topk(rank, k).indices] if k else []
-    return {"seq": seq, "count": int(values.numel()), "reduction": per_sample.reduction, "worst": worst,
-            "trains": per_sample.trains}
+    summary = {"seq": seq, "count": int(values.numel()), "reduction": per_sample.reduction, "worst": worst,
+               "trains": per_sample.trains}
+    if per_sample.probabilities:
+        summary["probabilities"] = True
+    return summary

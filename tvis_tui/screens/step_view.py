@@ -155,6 +155,8 @@ class StepScreen(Screen[None]):
             many = len(evaluating) > 1
             title.append(f"  {len(evaluating)} layer{'s' if many else ''} in eval mode", style="bold yellow")
             title.append(f" while training ({evaluating[0]}{', …' if many else ''})", style="yellow")
+        if _fed_probabilities(this):  # softmax before CrossEntropyLoss, or for NLLLoss's log_softmax
+            title.append("  the loss was fed probabilities (softmax applied twice?)", style="bold yellow")
         broadcast = _broadcast(this)
         if broadcast:  # every prediction compared with every target: no loss per sample
             title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "
@@ -404,6 +406,11 @@ def _broadcast(step: StepRecord | None) -> dict[str, Any] | None:
     summary = step.extra.get("per_sample_loss") if step is not None else None
     shapes = summary.get("broadcast") if isinstance(summary, dict) else None
     return shapes if isinstance(shapes, dict) and all(k in shapes for k in ("input", "target", "shape")) else None
+
+
+def _fed_probabilities(step: StepRecord | None) -> bool:
+    summary = step.extra.get("per_sample_loss") if step is not None else None
+    return isinstance(summary, dict) and summary.get("probabilities") is True
 
 
 def _loss_seq(step: StepRecord | None) -> int | None:
