@@ -72,7 +72,10 @@ def test_step_forward_three_and_back_two_in_tmux(recorded_run, tmp_path):
         assert shapes and "[" + ", ".join(map(str, shapes[0])) + "]" in screen
         # The step view: a plotext plot and the decoded predictions, then back to the call.
         _tmux(socket, "send-keys", "-t", "tvis", "p")
-        screen = _screen_with(socket, "predictions from CrossEntropyLoss")  # read by a worker
+        _screen_with(socket, "predictions from CrossEntropyLoss")  # read by a worker
+        # The table's rows (a class and its probability) come later in the same frame, which
+        # the terminal may be given in parts: wait for them too (a CI run caught the title alone).
+        screen = _screen_with(socket, "%")
         assert "loss per step" in screen and " right" in screen
         assert max(len(line) for line in screen.splitlines()) == 120  # the app has the whole window
         assert any(name in screen for name in ("stripes", "checks", "ring", "blob"))
