@@ -23,7 +23,9 @@ def fed_probabilities(name: str, input: torch.Tensor, target: torch.Tensor) -> b
         return False
     if target.is_floating_point() or not input.is_floating_point():  # probability targets: another use
         return False
-    rows = input.detach().movedim(1, -1).reshape(-1, input.shape[1])[:SAMPLED_ROWS].float()
+    # The first samples before the reshape: on (N, C, T) scores, moving the classes last and
+    # flattening copies, and it must copy no more than the rows read.
+    rows = input.detach()[:SAMPLED_ROWS].movedim(1, -1).reshape(-1, input.shape[1])[:SAMPLED_ROWS].float()
     if rows.numel() == 0:
         return False
     in_range = bool(((rows >= 0) & (rows <= 1)).all())
