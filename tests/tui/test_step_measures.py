@@ -8,7 +8,7 @@ from conftest import CALLS_PER_STEP, write_step
 from pilot import opened, press
 from screen_text import screen_text
 
-from tvis_tui.store import CallRecord, RunWriter, StepRecord
+from tvis_tui.store import RunWriter, StepRecord
 from tvis_tui.screens.step_view import y_ticks
 from tvis_tui.widgets.step_measures import step_measures
 
@@ -142,10 +142,8 @@ async def test_layers_trained_in_eval_mode_are_named_in_the_title(tmp_path):
     with RunWriter(tmp_path / "run") as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
         write_step(w, 1, np.random.default_rng(0))
-        for seq, name in ((3, "conv1"), (4, "relu")):
-            w.put_call(CallRecord(seq=seq, parent=2, depth=1, step=1, phase="forward", kind="module", name=name,
-                                  type="BatchNorm2d", start_ns=2000, duration_ns=900,
-                                  extra={"eval_while_training": True}))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=CALLS_PER_STEP, loss=1.9,
+                              extra={"eval_while_training": ["conv1", "relu"]}))
         w.close(status="ok", steps_recorded=1)
     async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
         await press(pilot, "p")

@@ -395,9 +395,9 @@ def _target_class(record: dict[str, Any] | None, row: int) -> dict[str, Any]:
 def eval_layers(reader: RunReader, step: int) -> list[str]:
     """The BatchNorm and Dropout layers that ran in eval mode in the step's training
     (record/mode_layers.py): `model.train()` forgotten after a validation, say."""
-    return list(dict.fromkeys(c.name for span in reader.phases(step) if span.phase in ("forward", "loss")
-                              for c in reader.calls(span.first_seq, span.last_seq)
-                              if c.extra.get("eval_while_training") is True))
+    record = reader.step(step)
+    layers = record.extra.get("eval_while_training") if record is not None else None
+    return [str(name) for name in layers] if isinstance(layers, list) else []
 
 
 def _broadcast(step: StepRecord | None) -> dict[str, Any] | None:
