@@ -551,6 +551,7 @@ class Recorder:
 
     def _close_optimizer(self, opt: Any, ended: int) -> None:
         call = self.log.innermost(id(opt))
+        ps = optimizer_params(opt)
         if call is not None:
             self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
             extra = self.updates.after_step(opt, call.record.seq)
@@ -558,9 +559,8 @@ class Recorder:
             if lost:
                 extra.update(named("not_stepped", self.names.names_of(lost[:NAMES_LISTED]), len(lost)))
             # The step's result: the parameters it updated, as they are now.
-            self.log.close(call, ended, self.names.with_gradients(optimizer_params(opt), given_names(opt)),
-                           role="param", extra=extra)
-        self.stale.after_step(optimizer_params(opt))
+            self.log.close(call, ended, self.names.with_gradients(ps, given_names(opt)), role="param", extra=extra)
+        self.stale.after_step(ps)
         self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
 
     def _gradients(self, opt: Any) -> Iterator[tuple[str, torch.Tensor]]:
