@@ -39,12 +39,13 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     _no_grad(text, call.extra)
     if call.extra.get("clip_grads") == 0 and call.extra.get("clip_params"):  # clip_grad_norm_ too early
         text.append("  no gradient to clip (before backward?)", style="bold yellow")
-    lost = call.extra.get("not_stepped_count")
-    if isinstance(lost, int) and lost > 0:  # gradients computed, never applied: they never train
-        text.append(f"  {lost} param{'s' if lost > 1 else ''} in no optimizer", style="bold yellow")
-    carried = call.extra.get("not_zeroed_count")
-    if isinstance(carried, int) and carried > 0:  # the step applies an earlier step's gradient again
-        text.append(f"  {carried} grad{'s' if carried > 1 else ''} not zeroed", style="bold yellow")
+    # Gradients computed and never applied (they never train); gradients an earlier step
+    # applied, applied again.
+    for key, noun, what in (("not_stepped_count", "param", "in no optimizer"),
+                            ("not_zeroed_count", "grad", "not zeroed")):
+        n = call.extra.get(key)
+        if isinstance(n, int) and n > 0:
+            text.append(f"  {n} {noun}{'s' if n > 1 else ''} {what}", style="bold yellow")
     text.append(f"  {duration(call.duration_ns)}")
     backward_ns = call.extra.get("backward_ns")
     if isinstance(backward_ns, int):
