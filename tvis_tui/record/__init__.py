@@ -2,7 +2,9 @@
 
 runner.py   runs the script as python would and turns how it ended into run metadata
 options.py  what the flags ask to capture (values or summary, lines, include/exclude patterns)
-recorder.py the hooks: module calls, optimizer steps, backward(), batches, functional losses
+recorder.py the hooks put together, installed and undone; hook_base.py what they share (the
+            guard), module_hooks.py, optimizer_hooks.py, backward_hooks.py, batch_hooks.py,
+            function_hooks.py (functional losses, gradient clipping) one kind of hook each
 calls.py    numbering, nesting and timing calls on every thread
 steps.py    where a training step ends (the step rule) and what it measured
 slots.py    flattening nested inputs/outputs into slots; stats.py summarizes one tensor

@@ -120,7 +120,7 @@ class _GradHook:
         recorder = owner._recorder()
         if recorder is None or torch.compiler.is_compiling():
             return None
-        tracing = sys.gettrace()  # paused inline, as recorder._untraced does for its hooks
+        tracing = sys.gettrace()  # paused inline, as hook_base.untraced does for the hooks
         paused = tracing is not None and tracing is recorder.functions.trace
         if paused:
             sys.settrace(None)

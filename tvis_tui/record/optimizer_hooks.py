@@ -1,0 +1,139 @@
+"""The recorder's hooks on optimizers: construction, step() (torch's global step pre- and
+post-hooks), zero_grad(), and GradScaler.step.
+
+A step opens with each parameter's gradient (`param_grad`), its param groups' settings and
+the gradients left from the last step (stale_grads.py); it closes with the parameters as
+they are after it and their updates (updates.py), and names the parameters with a gradient
+that no optimizer steps (orphan_params.py). A step taken with a closure (LBFGS) records the
+gradients its closure's first backward made.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import FrameType
+from typing import Any, Callable, Iterator
+
+import torch
+
+from tvis_tui.record.calls import OPTIMIZER_STEP_CODE, running_frame
+from tvis_tui.record.hook_base import HookBase, eager
+from tvis_tui.record.orphan_params import orphans
+from tvis_tui.record.updates import NAMES_LISTED, given_names, named, params as optimizer_params
+
+
+class OptimizerHooks(HookBase):
+    _named_in_step: int  # the step whose parameters were last named (names.py)
+    # Steps taken with a closure (LBFGS): seq -> optimizer, until the closure's first
+    # backward has made the gradients this step starts from.
+    _closure_steps: dict[int, Any]
+    _step_loop: Callable[[FrameType], Any]  # Recorder's
+
+    def _optimizer_init(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> None:
+        original(opt, *args, **kwargs)
+        if self._active():
+            self.steps.add_optimizer(opt)
+
+    @eager
+    def _optimizer_pre(self, opt: Any, args: tuple, kwargs: dict) -> None:
+        if not self._active():
+            return
+        self._stop_if_done()
+        if self._guard(self.steps.before_optimizer_step, opt):
+            self._stop_if_done()  # nothing of this step() has run yet
+        # torch hands the pre-hook step()'s own args: the optimizer first, then a closure.
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
+        self._guard(self._open_optimizer, opt, sys._getframe(1), closure)
+
+    def _open_optimizer(self, opt: Any, frame: Any, closure: Any = None) -> None:
+        self.log.close_left(frame)
+        if self._named_in_step != self.steps.step:  # once a step: a GAN steps twice
+            self.names.parameters_may_have_moved()
+            self._named_in_step = self.steps.step
+        self.steps.add_optimizer(opt)  # one made before tvis started, or bypassing __init__
+        extra = self.updates.step_extra(opt)
+        ps = optimizer_params(opt)
+        extra.update(self.stale.step_extra(ps, lambda subset: self._names_in(opt, subset)))
+        lrs = extra["lrs"]
+        if lrs and lrs[0] is not None:  # a CUDA tensor lr is not read: that would sync
+            extra["lr"] = lrs[0]
+        call = self.log.open(kind="optimizer", name=type(opt).__name__, type_=type(opt).__qualname__,
+                             phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
+                             def_site=self.sites.def_site(type(opt), "step"), extra=extra,
+                             frame=running_frame(frame, OPTIMIZER_STEP_CODE))
+        if closure is None:
+            self._put_gradients(call.record.seq, opt)
+        else:  # .grad still holds the last step's: the closure computes this step's
+            self._closure_steps = {s: o for s, o in self._closure_steps.items() if o is not opt}
+            self._closure_steps[call.record.seq] = opt
+        self.updates.before_step(opt, closure is not None)
+        if self.functions.live:  # a step the repeat rule ends is not watched to its loop's head
+            self._step_loop(frame)
+
+    def _names_in(self, opt: Any, subset: list[torch.Tensor]) -> list[str]:
+        """The names of `subset` of the optimizer's parameters (those it was given count)."""
+        ps = optimizer_params(opt)
+        by_id = dict(zip(map(id, ps), self.names.names_of(ps, given_names(opt))))
+        return [by_id[id(p)] for p in subset]
+
+    @eager
+    def _optimizer_post(self, opt: Any, args: tuple, kwargs: dict) -> None:
+        if not self._active():
+            return
+        self._guard(self._close_optimizer, opt, time.perf_counter_ns())
+
+    def _close_optimizer(self, opt: Any, ended: int) -> None:
+        call = self.log.innermost(id(opt))
+        ps = optimizer_params(opt)
+        if call is not None:
+            self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
+            extra = self.updates.after_step(opt, call.record.seq)
+            lost = orphans(self.names.roots(), self.steps.optimizers)
+            if lost:
+                extra.update(named("not_stepped", self.names.names_of(lost[:NAMES_LISTED]), len(lost)))
+            # The step's result: the parameters it updated, as they are now.
+            self.log.close(call, ended, self.names.with_gradients(ps, given_names(opt)), role="param", extra=extra)
+        self.stale.after_step(ps)
+        self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
+
+    def _gradients(self, opt: Any) -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, .grad) of the optimizer's parameters that have one."""
+        return self.names.gradients(optimizer_params(opt), given_names(opt))
+
+    def _put_closure_gradients(self, seq: int) -> None:
+        """The `param_grad` of a step taken with a closure: the gradients its first
+        backward made, at the parameters the step started from (as a plain step's are)."""
+        opt = self._closure_steps.pop(seq, None)
+        if opt is not None:
+            self._put_gradients(seq, opt)
+
+    def _put_gradients(self, seq: int, opt: Any) -> None:
+        """The `param_grad` slots of optimizer call `seq`; NaN/Inf among them marks the call
+        (as its output, the parameters it leaves, does once it returns, if they hold any)."""
+        if self.log.put_slots(seq, "param_grad", self._gradients(opt)):
+            self.log.writer.put_nonfinite_grad(seq)
+
+    def _zero_grad(self, original: Callable[..., Any], owner: Any, *args: Any, **kwargs: Any) -> Any:
+        """An optimizer's or a module's zero_grad(): the losses whose gradients it drops."""
+        result = original(owner, *args, **kwargs)
+        if self._active():
+            self._guard(self.steps.zeroed, owner)
+            self._guard(self.stale.zeroed, owner)
+        return result
+
+    def _grad_scaler_step(self, original: Callable[..., Any], scaler: Any, optimizer: Any,
+                          *args: Any, **kwargs: Any) -> Any:
+        """GradScaler.step: when it skips `optimizer.step()` (inf/NaN gradients), the loop
+        pass is still a training step, only one whose update was skipped; without this the
+        skipped passes read as gradient accumulation, their losses summed."""
+        taken = self.steps.steps_taken
+        result = original(scaler, optimizer, *args, **kwargs)
+        if self.steps.steps_taken == taken and self._active():
+            self._guard(self._skipped_step, optimizer)
+        return result
+
+    def _skipped_step(self, optimizer: Any) -> None:
+        self.steps.add_optimizer(optimizer)
+        self.steps.note_extra("optimizer_step_skipped", "GradScaler: inf/NaN gradients")
+        self.steps.after_optimizer_step(optimizer)
