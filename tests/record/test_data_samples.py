@@ -376,7 +376,7 @@ def test_the_step_view_puts_the_predictions_own_losses_beside_them(run_inprocess
     # but the losses shown beside the predictions are the cross-entropy's.
     import torch
 
-    from tvis_tui.screens.step_view import sample_losses
+    from tvis_tui.store.step_details import sample_losses
 
     code, run = run_inprocess("""
 import torch

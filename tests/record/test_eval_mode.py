@@ -46,7 +46,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES)
 def test_layers_trained_in_eval_mode_are_named_by_their_step(run_inprocess, case):
-    from tvis_tui.screens.step_view import eval_layers
+    from tvis_tui.store.step_details import eval_layers
 
     before, expected = CASES[case]
     code, run = run_inprocess(SCRIPT.format(before=before))
@@ -57,7 +57,7 @@ def test_layers_trained_in_eval_mode_are_named_by_their_step(run_inprocess, case
 def test_eval_mode_that_changes_nothing_or_trains_nothing_is_not_flagged(run_inprocess):
     # A frozen feature network for a perceptual loss, and a model without BatchNorm or
     # Dropout: eval mode on purpose, or with no effect (review).
-    from tvis_tui.screens.step_view import eval_layers
+    from tvis_tui.store.step_details import eval_layers
 
     code, run = run_inprocess("""
 import torch

@@ -218,7 +218,7 @@ def test_the_worst_samples_leave_out_ignored_ones_and_put_a_nan_loss_first():
 
 
 def test_the_step_view_reads_every_samples_loss_back(run_inprocess):
-    from tvis_tui.screens.step_view import sample_losses
+    from tvis_tui.store.step_details import sample_losses
 
     code, run = run_inprocess(SCRIPT, "functional", steps=1)
     assert code == 0

@@ -21,7 +21,9 @@ from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
 from tvis_tui.store.parameters import optimizer_calls, step_lrs
-from tvis_tui.store.samples import batch_tokens_of, batches, predictions, samples
+from tvis_tui.store.samples import batch_tokens_of, predictions, samples
+from tvis_tui.store.step_details import (broadcast_shapes, eval_layers, fed_probabilities, loss_seq_of,
+                                         sample_losses, step_batch)
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sample_pane import SamplePane
@@ -121,7 +123,7 @@ class StepScreen(Screen[None]):
         this = next((s for s in steps if s.step == step), None)
         loss_seq = record.get("loss_seq") if record is not None else None
         losses = sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set(), None)
-        batch = step_batch(self.reader, step, loss_seq if loss_seq is not None else _loss_seq(this))
+        batch = step_batch(self.reader, step, loss_seq if loss_seq is not None else loss_seq_of(this))
         drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
         lrs = [lr for _, lr in step_lrs(optimizer_calls(self.reader, step)) if lr is not None]
         evaluating = eval_layers(self.reader, step)
@@ -155,9 +157,9 @@ class StepScreen(Screen[None]):
             many = len(evaluating) > 1
             title.append(f"  {len(evaluating)} layer{'s' if many else ''} in eval mode", style="bold yellow")
             title.append(f" while training ({evaluating[0]}{', …' if many else ''})", style="yellow")
-        if _fed_probabilities(this):  # softmax before CrossEntropyLoss, or for NLLLoss's log_softmax
+        if fed_probabilities(this):  # softmax before CrossEntropyLoss, or for NLLLoss's log_softmax
             title.append("  the loss was fed probabilities (softmax applied twice?)", style="bold yellow")
-        broadcast = _broadcast(this)
+        broadcast = broadcast_shapes(this)
         if broadcast:  # every prediction compared with every target: no loss per sample
             title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "
                          f"to {broadcast['shape']}", style="bold yellow")
@@ -317,27 +319,6 @@ class StepScreen(Screen[None]):
         self.dismiss()
 
 
-def sample_losses(reader: RunReader, step: StepRecord, loss_seq: int | None = None
-                  ) -> tuple[dict[int, float], set[int], int | None]:
-    """Each sample's loss by its position in the batch (when the per-sample values were
-    stored, else the highest few the step record keeps), the positions of those, and how
-    many samples the loss had (None: not known). `loss_seq`: the loss call the predictions
-    shown beside them came from (a step may hold a validation loss and the training loss,
-    or a main and an auxiliary loss): the losses are that call's, or none."""
-    summary = step.extra.get("per_sample_loss")
-    summary = summary if isinstance(summary, dict) else {}
-    seq = loss_seq if loss_seq is not None else summary.get("seq")
-    if seq is None:
-        return {}, set(), None
-    same = summary.get("seq") == seq
-    worst = {int(pos): float(value) for pos, value in summary.get("worst", [])} if same else {}
-    slot = next((s for s in reader.slots(seq, "per_sample") if s.path == "per_sample"), None)
-    values = reader.values(seq, slot) if slot is not None and slot.has_values else None
-    losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
-    count = values.size if values is not None else summary.get("count") if same else None
-    return losses, set(worst), count
-
-
 def _rows_and_indices(record: dict[str, Any] | None, batch: dict[str, Any] | None
                       ) -> tuple[int | None, list[Any] | None]:
     """The table's rows per sample of the batch (None when they do not divide into its
@@ -369,18 +350,6 @@ def _dataset_index(batch: dict[str, Any], sample: dict[str, Any] | None, positio
     return indices[position] if isinstance(indices, list) and position < len(indices) else None
 
 
-def step_batch(reader: RunReader, step: int, loss_seq: int | None) -> dict[str, Any] | None:
-    """The DataLoader batch of `step` whose samples the loss call `loss_seq` (the one the
-    predictions and per-sample losses come from) was computed on, when that is certain: the
-    only batch drawn before it. A validation after the step's loss draws its batches after
-    it (sweep N); one between the training batch and its loss would make any choice a guess,
-    and samples beside another batch's losses would mislead (review)."""
-    drawn = batches(reader, step)
-    if loss_seq is not None:
-        drawn = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
-    return drawn[0] if len(drawn) == 1 else None
-
-
 def _target_class(record: dict[str, Any] | None, row: int) -> dict[str, Any]:
     """`target_class` ([index, name]) of prediction row `row`, for the sample pane to name
     the label it shows as a number; nothing where the classes have no names."""
@@ -390,34 +359,6 @@ def _target_class(record: dict[str, Any] | None, row: int) -> dict[str, Any]:
     found = rows[row] if 0 <= row < len(rows) and isinstance(rows[row], dict) else {}
     index, name = found.get("target_index"), found.get("target")
     return {"target_class": [index, name]} if type(index) is int and isinstance(name, str) else {}
-
-
-def eval_layers(reader: RunReader, step: int) -> list[str]:
-    """The BatchNorm and Dropout layers that ran in eval mode in the step's training
-    (record/mode_layers.py): `model.train()` forgotten after a validation, say."""
-    record = reader.step(step)
-    layers = record.extra.get("eval_while_training") if record is not None else None
-    return [str(name) for name in layers] if isinstance(layers, list) else []
-
-
-def _broadcast(step: StepRecord | None) -> dict[str, Any] | None:
-    """The shapes of a loss that broadcast its input against its target (per_sample_loss.py);
-    None in a damaged run that lacks one of them (the reader checks the types of those present)."""
-    summary = step.extra.get("per_sample_loss") if step is not None else None
-    shapes = summary.get("broadcast") if isinstance(summary, dict) else None
-    return shapes if isinstance(shapes, dict) and all(k in shapes for k in ("input", "target", "shape")) else None
-
-
-def _fed_probabilities(step: StepRecord | None) -> bool:
-    summary = step.extra.get("per_sample_loss") if step is not None else None
-    return isinstance(summary, dict) and summary.get("probabilities") is True
-
-
-def _loss_seq(step: StepRecord | None) -> int | None:
-    """The loss call whose per-sample losses the step record keeps."""
-    summary = step.extra.get("per_sample_loss") if step is not None else None
-    seq = summary.get("seq") if isinstance(summary, dict) else None
-    return seq if isinstance(seq, int) else None
 
 
 def _score(record: dict[str, Any]) -> str:

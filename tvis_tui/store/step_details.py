@@ -1,0 +1,78 @@
+"""What a step record says beyond its numbers, as the step view shows it:
+each sample's loss, the batch the loss was computed on, the BatchNorm/Dropout layers
+trained in eval mode, and a loss that broadcast its input or was fed probabilities.
+
+Each reads the step record's `extra` as the recorder wrote it (docs/store-format.md) and
+checks types: a damaged run leaves a finding out, it does not raise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvis_tui.store.reader import RunReader
+from tvis_tui.store.records import StepRecord
+from tvis_tui.store.samples import batches
+
+
+def sample_losses(reader: RunReader, step: StepRecord, loss_seq: int | None = None
+                  ) -> tuple[dict[int, float], set[int], int | None]:
+    """Each sample's loss by its position in the batch (when the per-sample values were
+    stored, else the highest few the step record keeps), the positions of those, and how
+    many samples the loss had (None: not known). `loss_seq`: the loss call the predictions
+    shown beside them came from (a step may hold a validation loss and the training loss,
+    or a main and an auxiliary loss): the losses are that call's, or none."""
+    summary = step.extra.get("per_sample_loss")
+    summary = summary if isinstance(summary, dict) else {}
+    seq = loss_seq if loss_seq is not None else summary.get("seq")
+    if seq is None:
+        return {}, set(), None
+    same = summary.get("seq") == seq
+    worst = {int(pos): float(value) for pos, value in summary.get("worst", [])} if same else {}
+    slot = next((s for s in reader.slots(seq, "per_sample") if s.path == "per_sample"), None)
+    values = reader.values(seq, slot) if slot is not None and slot.has_values else None
+    losses = {i: float(v) for i, v in enumerate(values.reshape(-1))} if values is not None else dict(worst)
+    count = values.size if values is not None else summary.get("count") if same else None
+    return losses, set(worst), count
+
+
+def step_batch(reader: RunReader, step: int, loss_seq: int | None) -> dict[str, Any] | None:
+    """The DataLoader batch of `step` whose samples the loss call `loss_seq` (the one the
+    predictions and per-sample losses come from) was computed on, when that is certain: the
+    only batch drawn before it. A validation after the step's loss draws its batches after
+    it (sweep N); one between the training batch and its loss would make any choice a guess,
+    and samples beside another batch's losses would mislead (review)."""
+    drawn = batches(reader, step)
+    if loss_seq is not None:
+        drawn = [b for b in drawn if isinstance(b.get("seq"), int) and b["seq"] <= loss_seq]
+    return drawn[0] if len(drawn) == 1 else None
+
+
+def eval_layers(reader: RunReader, step: int) -> list[str]:
+    """The BatchNorm and Dropout layers that ran in eval mode in the step's training
+    (record/mode_layers.py): `model.train()` forgotten after a validation, say."""
+    record = reader.step(step)
+    layers = record.extra.get("eval_while_training") if record is not None else None
+    return [str(name) for name in layers] if isinstance(layers, list) else []
+
+
+def broadcast_shapes(step: StepRecord | None) -> dict[str, Any] | None:
+    """The shapes of a loss that broadcast its input against its target (per_sample_loss.py);
+    None in a damaged run that lacks one of them (the reader checks the types of those present)."""
+    summary = step.extra.get("per_sample_loss") if step is not None else None
+    shapes = summary.get("broadcast") if isinstance(summary, dict) else None
+    return shapes if isinstance(shapes, dict) and all(k in shapes for k in ("input", "target", "shape")) else None
+
+
+def fed_probabilities(step: StepRecord | None) -> bool:
+    """Whether the step's class loss was fed probabilities, not logits (per_sample_loss.py):
+    softmax before CrossEntropyLoss, or for NLLLoss's log_softmax."""
+    summary = step.extra.get("per_sample_loss") if step is not None else None
+    return isinstance(summary, dict) and summary.get("probabilities") is True
+
+
+def loss_seq_of(step: StepRecord | None) -> int | None:
+    """The loss call whose per-sample losses the step record keeps."""
+    summary = step.extra.get("per_sample_loss") if step is not None else None
+    seq = summary.get("seq") if isinstance(summary, dict) else None
+    return seq if isinstance(seq, int) else None
