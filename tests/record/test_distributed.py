@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,7 +46,22 @@ dist.destroy_process_group()
 """
 
 
+GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
+"""How a rank dies when gloo's worker threads lose a race with the process's exit: seen once
+in a plain torchrun of DDP (no tvis) on this 2-core VM under load (Dec 2026)."""
+
+
 def _torchrun(*args: str, cwd) -> subprocess.CompletedProcess:
+    """`_torchrun_once`, run again once where a rank died in gloo's teardown race (torch's,
+    with or without tvis): what the test compares is the training, not that race."""
+    done = _torchrun_once(*args, cwd=cwd)
+    if done.returncode != 0 and GLOO_TEARDOWN_ABORT in done.stderr:
+        shutil.rmtree(cwd / "runs", ignore_errors=True)  # the failed try's run folders
+        done = _torchrun_once(*args, cwd=cwd)
+    return done
+
+
+def _torchrun_once(*args: str, cwd) -> subprocess.CompletedProcess:
     """torchrun ARGS with 2 processes. --standalone: a rendezvous on a free local port, so
     runs in parallel never collide. Should it hang, every process prints its Python stacks
     (faulthandler, on SIGABRT) into the failure."""

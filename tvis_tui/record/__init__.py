@@ -14,7 +14,8 @@ memory.py   peak memory per step: live_tensors.py the tensor storages tvis has s
 timing.py   CUDA-event durations and tvis's own overhead; sink.py commits the run from a thread
 data.py     samples and batches: transforms.py, images.py, tokenizers.py, describe.py,
             samples.py, workers.py (DataLoader workers), decoding.py (top-k predictions)
-functions.py user functions as calls, via sys.settrace; lines.py the tensors each user line bound
+functions.py user functions as calls, via sys.settrace (traced_frame.py: one frame's tracer);
+            lines.py the tensors each user line bound
 gradients.py activation gradients (tensor hooks on module outputs); updates.py optimizer updates
 per_sample_loss.py the per-sample loss of a recorded standard criterion (slots of role per_sample)
 warning_sites.py warnings torch raises about its caller name the script's line, not a recorder frame
