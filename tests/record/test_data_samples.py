@@ -477,6 +477,70 @@ for step in range(2):
         assert row["predicted"] == "".join(chars[i] for i in row["predicted_ids"])
 
 
+def test_token_predictions_decode_with_a_tokenizer_that_tells_no_vocabulary_size(run_inprocess):
+    # A hand-written character tokenizer with neither a size nor a known table name (sweep O):
+    # its decode reaching exactly as far as the logits says they score its characters.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.index = {c: i for i, c in enumerate(self.chars)}
+    def encode(self, s):
+        return torch.tensor([self.index[c] for c in s])
+    def decode(self, ids):
+        return "".join(self.chars[int(i)] for i in ids)
+
+tok = CharTokenizer("the cat sat on the mat")
+data = tok.encode("the cat sat on the mat " * 4)
+V = len(tok.chars)
+model = nn.Sequential(nn.Embedding(V, 16), nn.Linear(16, V))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    x, y = data[:-1][:24].view(2, 12), data[1:][:24].view(2, 12)
+    loss = nn.functional.cross_entropy(model(x).view(-1, V), y.view(-1))
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    chars = sorted(set("the cat sat on the mat"))
+    pred = S.all_predictions(run)[0]
+    assert (pred["kind"], pred["tokenizer"], pred["classes"]) == ("tokens", "CharTokenizer", len(chars))
+    assert [row["target"] for row in pred["samples"]] == ["he cat sat o", "n the mat th"]
+    for row in pred["samples"]:
+        assert row["predicted"] == "".join(chars[i] for i in row["predicted_ids"])
+
+
+def test_logits_wider_than_a_tokenizers_reach_stay_classes(run_inprocess):
+    # The same tokenizer beside a 3-way classifier head: its decode of id 2 works, of id 3
+    # too (more characters): the logits are not over its characters.
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+    def decode(self, ids):
+        return "".join(self.chars[int(i)] for i in ids)
+    def encode(self, s):
+        return [self.chars.index(c) for c in s]
+
+tok = CharTokenizer("abcdefgh")
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    loss = nn.functional.cross_entropy(model(torch.randn(5, 4)), torch.randint(3, (5,)))
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    pred = S.all_predictions(run)[0]
+    assert pred["kind"] == "classes" and len(pred["samples"]) == 5
+
+
 def test_token_predictions_of_one_token_per_sample_are_a_row_each(run_inprocess):
     # A next-character MLP (makemore's): (B, V) logits from hand-drawn batches. The rows
     # are B samples of one token each, not one text of B tokens.

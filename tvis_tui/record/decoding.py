@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from tvis_tui.record.frame_locals import frame_locals
-from tvis_tui.record.tokenizers import fits_logits, looks_like_tokenizer, vocab_size
+from tvis_tui.record.tokenizers import decodes_exactly, fits_logits, looks_like_tokenizer, vocab_size, vocab_sizes
 
 TOP_K = 5
 MAX_LABELS = 64
@@ -224,12 +224,24 @@ def predictions(logits: Any, target: Any, names: list[str] | None, tokenizer: An
             x = x.movedim(1, -1)
             if t is not None and t.is_floating_point() and t.shape == logits.shape:
                 t = t.movedim(1, -1)  # class probabilities per position, laid out as the logits
-        if tokenizer is not None and fits_logits(tokenizer, x.shape[-1]):
+        if tokenizer is not None and _over_tokens(tokenizer, x.shape[-1], _fitting(names, x.shape[-1]), copies):
             decoder = copies.of(tokenizer)
             return _as_text(_unflattened(logits, x), t, tokenizer, decoder, batch_size, ignore_index)
         record = _as_classes(x.reshape(-1, x.shape[-1]), t, _fitting(names, x.shape[-1]), ignore_index)
         record["leading"] = _leading(logits, x)
         return record
+
+
+def _over_tokens(tokenizer: Any, classes: int, names: list[str] | None, copies: TokenizerCopies) -> bool:
+    """Whether logits over `classes` score the tokenizer's ids: its vocabulary size says
+    so, or, where it tells none and no class names fit, its decode reaches exactly that far
+    (a dataset's four class names beside a four-character tokenizer name classes)."""
+    if fits_logits(tokenizer, classes):
+        return True
+    if vocab_sizes(tokenizer) or names is not None:
+        return False
+    decoder = copies.of(tokenizer)
+    return decoder is not None and decodes_exactly(decoder, classes)
 
 
 def label_predictions(scores: Any, target: Any, names: list[str] | None, probabilities: bool
@@ -383,7 +395,7 @@ def _as_text(x: torch.Tensor, t: torch.Tensor | None, tokenizer: Any, decoder: A
             entry.update(predicted=_decode(decoder, said), target=_decode(decoder, kept), target_ids=want,
                          accuracy=sum(p == w for p, w in zip(ids, want) if w != ignore_index) / max(len(kept), 1))
         rows.append(entry)
-    return {"kind": "tokens", "tokenizer": tokenizer_name(tokenizer), "samples": rows}
+    return {"kind": "tokens", "tokenizer": tokenizer_name(tokenizer), "classes": x.shape[-1], "samples": rows}
 
 
 def _decode(tokenizer: Any | None, ids: list[int]) -> str | None:

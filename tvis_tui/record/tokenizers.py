@@ -201,6 +201,23 @@ def fits_logits(tok: Any, classes: int) -> bool:
                for n in vocab_sizes(tok))
 
 
+def decodes_exactly(decoder: Any, classes: int) -> bool:
+    """Whether a tokenizer that tells no vocabulary size (a hand-written one over a list of
+    characters) decodes id `classes - 1` and fails on id `classes`: a table of exactly that
+    many tokens. Asked of tvis's private copy: decoding may cache."""
+    if classes < 2:
+        return False
+    try:
+        decoder.decode([classes - 1])
+    except Exception:
+        return False
+    try:
+        decoder.decode([classes])
+    except Exception:  # IndexError, KeyError: past the table's end
+        return True
+    return False
+
+
 def weak_ref(tok: Any) -> weakref.ref | None:
     try:
         return weakref.ref(tok)
