@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import CALLS_PER_STEP, write_step
 from pilot import opened, press
 from screen_text import screen_text
 
 from tvis_tui.store import RunWriter, StepRecord
+from tvis_tui.store.samples import put_prediction
 from tvis_tui.screens.step_view import y_ticks
 from tvis_tui.widgets.step_measures import step_measures
 
@@ -148,3 +150,45 @@ async def test_layers_trained_in_eval_mode_are_named_in_the_title(tmp_path):
     async with opened(tmp_path / "run", 2, size=(80, 24)) as pilot:
         await press(pilot, "p")
         assert "step 1  loss 1.9  2 layers in eval mode while training (conv1, …)" in screen_text(pilot.app)
+
+
+def _run_at_chance(path, loss: str, kind: str, classes: int, reduction: str = "mean"):
+    """Three steps whose loss sits at ln 4, predictions from `loss` over `classes` classes."""
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in (1, 2, 3):
+            write_step(w, step, np.random.default_rng(0))
+            base = (step - 1) * CALLS_PER_STEP
+            w.put_step(StepRecord(step=step, first_seq=base + 1, last_seq=base + CALLS_PER_STEP,
+                                  loss=1.3863 + 0.002 * step,
+                                  extra={"per_sample_loss": {"seq": base + 12, "count": 2, "reduction": reduction,
+                                                             "trains": True}}))
+            put_prediction(w, {"kind": kind, "step": step, "loss": loss, "loss_seq": base + 12,
+                               "classes": classes, "rows": 2, "samples": []})
+        w.close(status="ok", steps_recorded=3)
+    return path
+
+
+async def test_a_class_loss_plot_draws_the_chance_level_the_loss_sits_on(tmp_path):
+    # Inputs and labels from two shuffled loaders: the loss stays at ln 4 and nothing said
+    # that this is the loss of a model that learned nothing (sweep O).
+    async with opened(_run_at_chance(tmp_path / "run", "CrossEntropyLoss", "classes", 4), 2, (120, 40)) as pilot:
+        await press(pilot, "p")
+        lines = screen_text(pilot.app).splitlines()
+        assert any("loss per step, yellow: chance level 1.386 (ln 4: every class alike)  (m: time)" in line
+                   for line in lines)
+        chance_rows = [line for line in lines if "├" in line and "┤" in line and "──────────" in line]
+        assert len(chance_rows) == 1  # the line across the plot
+        await press(pilot, "m")
+        assert "chance" not in screen_text(pilot.app)  # a time has no chance level
+
+
+@pytest.mark.parametrize("loss, kind, classes, reduction", [
+    ("CrossEntropyLoss", "classes", 4, "sum"),  # a sum over the batch is no mean to compare with
+    ("MyLoss", "classes", 4, "mean"),  # a loss of the script's own: nothing known of it
+])
+async def test_no_chance_level_where_the_loss_does_not_compare(tmp_path, loss, kind, classes, reduction):
+    async with opened(_run_at_chance(tmp_path / "run", loss, kind, classes, reduction), 2, (120, 40)) as pilot:
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "loss per step  (m: time)" in text and "chance" not in text

@@ -7,6 +7,7 @@ beside the targets; and the selected sample as the data pipeline made it (images
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from rich.text import Text
@@ -22,8 +23,8 @@ from textual_plotext import PlotextPlot
 from tvis_tui.store import RunReader, StepRecord
 from tvis_tui.store.parameters import optimizer_calls, step_lrs
 from tvis_tui.store.samples import batch_tokens_of, predictions, samples
-from tvis_tui.store.step_details import (broadcast_shapes, eval_layers, fed_probabilities, loss_seq_of,
-                                         sample_losses, step_batch)
+from tvis_tui.store.step_details import (broadcast_shapes, chance_loss, eval_layers, fed_probabilities,
+                                         loss_seq_of, sample_losses, step_batch)
 from tvis_tui.widgets.format import number
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sample_pane import SamplePane
@@ -75,6 +76,22 @@ def y_ticks(lo: float, hi: float, log: bool, count: int = 3) -> tuple[list[float
     return values, labels
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    """What `load` read for one step, handed to the UI thread."""
+
+    step: int
+    steps: list[StepRecord]
+    this: StepRecord | None  # the step's record, if it finished
+    record: dict[str, Any] | None  # its decoded predictions
+    losses: tuple[dict[int, float], set[int], int | None]  # sample_losses'
+    batch: dict[str, Any] | None
+    drawn: dict[int, dict[str, Any]]  # the batch's sample records by position
+    lrs: list[float]
+    evaluating: list[str]  # layers trained in eval mode
+    chance: tuple[float, str] | None  # chance_loss'
+
+
 class StepScreen(Screen[None]):
     HELP_SECTIONS = ("Step view",)  # help lists these first
     BINDINGS = [
@@ -97,6 +114,7 @@ class StepScreen(Screen[None]):
         self.per_sample: int | None = 1
         self.record_leading: int | None = None  # the predictions' logits' first dimension
         self.record: dict[str, Any] | None = None  # the step's decoded predictions
+        self.chance: tuple[float, str] | None = None  # the loss of a model that learned nothing
         self.plotted = "loss"  # a key of PLOTTED
 
     def compose(self) -> ComposeResult:
@@ -122,70 +140,48 @@ class StepScreen(Screen[None]):
         record = predictions(self.reader, step)
         this = next((s for s in steps if s.step == step), None)
         loss_seq = record.get("loss_seq") if record is not None else None
-        losses = sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set(), None)
         batch = step_batch(self.reader, step, loss_seq if loss_seq is not None else loss_seq_of(this))
-        drawn = {s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {}
-        lrs = [lr for _, lr in step_lrs(optimizer_calls(self.reader, step)) if lr is not None]
-        evaluating = eval_layers(self.reader, step)
+        loaded = _Loaded(
+            step, steps, this, record,
+            losses=sample_losses(self.reader, this, loss_seq) if this is not None else ({}, set(), None),
+            batch=batch,
+            drawn={s["position"]: s for s in samples(self.reader, batch["seq"])} if batch else {},
+            lrs=[lr for _, lr in step_lrs(optimizer_calls(self.reader, step)) if lr is not None],
+            evaluating=eval_layers(self.reader, step),
+            chance=chance_loss(record, this))
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show, step, steps, this, record, losses, batch, drawn, lrs,
-                                      evaluating)
+            self.app.call_from_thread(self._show, loaded)
 
-    def _show(self, step: int, steps: list[StepRecord], this: StepRecord | None,
-              record: dict[str, Any] | None, losses: tuple[dict[int, float], set[int], int | None],
-              batch: dict[str, Any] | None, drawn: dict[int, dict[str, Any]], lrs: list[float],
-              evaluating: list[str]) -> None:
-        if step != self.step:
+    def _show(self, loaded: _Loaded) -> None:
+        if loaded.step != self.step:
             return  # the person has moved on
-        self.steps, self.batch, self.samples = steps, batch, drawn
-        title = Text(f"step {step}", style="bold")
-        if this is not None and this.loss is not None:
-            title.append(f"  loss {number(this.loss)}")
-            left_out = this.extra.get("losses_not_applied")
-            if left_out:  # the script's printed loss may be one of these (SAM's first pass)
-                title.append(f" (of {len(this.extra.get('losses', ()))} backward losses, "
-                             f"{len(left_out)} not applied: gradients zeroed before the step)", style="dim")
-        if lrs:  # a scheduler's work, step by step (`w` has them side by side)
-            distinct = list(dict.fromkeys(lrs))
-            title.append("  lr " + ", ".join(number(lr) for lr in distinct[:3]) + (" …" if len(distinct) > 3 else ""))
-        if this is None or not this.complete:
-            title.append("  unfinished", style="dim italic")
-        elif this.extra.get("optimizer_step_skipped"):
-            title.append(f"  no update: {this.extra['optimizer_step_skipped']}", style="bold yellow")
-        # What looks wrong before the predictions' score, which a narrow screen cuts first.
-        if evaluating:
-            many = len(evaluating) > 1
-            title.append(f"  {len(evaluating)} layer{'s' if many else ''} in eval mode", style="bold yellow")
-            title.append(f" while training ({evaluating[0]}{', …' if many else ''})", style="yellow")
-        if fed_probabilities(this):  # softmax before CrossEntropyLoss, or for NLLLoss's log_softmax
-            title.append("  the loss was fed probabilities (softmax applied twice?)", style="bold yellow")
-        broadcast = broadcast_shapes(this)
-        if broadcast:  # every prediction compared with every target: no loss per sample
-            title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "
-                         f"to {broadcast['shape']}", style="bold yellow")
-        if record is not None:
-            title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
-            title.append(_score(record))
-        self.query_one("#step-title", Static).update(title)
+        self.steps, self.batch, self.samples, self.chance = loaded.steps, loaded.batch, loaded.drawn, loaded.chance
+        record = loaded.record
+        self.query_one("#step-title", Static).update(_title(loaded))
+        this = loaded.this
         measures = step_measures(this) if this is not None else Text("not finished: nothing measured yet", style="dim")
         self.query_one("#step-measures", Static).update(measures)
-        self._plot(steps)
-        self.per_sample, indices = _rows_and_indices(record, batch)
+        self._plot(self.steps)
+        self.per_sample, indices = _rows_and_indices(record, loaded.batch)
         self.record_leading = record.get("leading") if record is not None else None
         self.record = record
-        self._table(record, *losses, indices)
-        self.query_one(SamplePane).display = batch is not None
+        self._table(record, *loaded.losses, indices)
+        self.query_one(SamplePane).display = loaded.batch is not None
         self._show_sample(self.query_one(RowTable).cursor_row)
 
     def _plot(self, steps: list[StepRecord]) -> None:
         widget = self.query_one(PlotextPlot)
         title, value_of = PLOTTED[self.plotted]
-        widget.border_title = f"{title}  (m: {self._next_plotted()})"
+        chance = self.chance if self.plotted == "loss" else None
+        widget.border_title = (f"{title}" + (f", yellow: chance level {number(chance[0])} ({chance[1]})" if chance else "")
+                               + f"  (m: {self._next_plotted()})")
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
         values = [(s.step, value_of(s)) for s in steps if s.complete]
         points = [(x, y) for x, y in values if y is not None and math.isfinite(y)]
+        if points and chance:  # drawn first: the loss goes over it where they meet
+            plt.hline(chance[0], "yellow")
         if points:
             plt.plot([x for x, _ in points], [y for _, y in points], marker="braille")
             here = [(x, y) for x, y in points if x == self.step]
@@ -317,6 +313,40 @@ class StepScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss()
+
+
+def _title(loaded: _Loaded) -> Text:
+    """The step, its loss and lr, and what looks wrong in it before the predictions' score,
+    which a narrow screen cuts first."""
+    step, this, record, lrs, evaluating = loaded.step, loaded.this, loaded.record, loaded.lrs, loaded.evaluating
+    title = Text(f"step {step}", style="bold")
+    if this is not None and this.loss is not None:
+        title.append(f"  loss {number(this.loss)}")
+        left_out = this.extra.get("losses_not_applied")
+        if left_out:  # the script's printed loss may be one of these (SAM's first pass)
+            title.append(f" (of {len(this.extra.get('losses', ()))} backward losses, "
+                         f"{len(left_out)} not applied: gradients zeroed before the step)", style="dim")
+    if lrs:  # a scheduler's work, step by step (`w` has them side by side)
+        distinct = list(dict.fromkeys(lrs))
+        title.append("  lr " + ", ".join(number(lr) for lr in distinct[:3]) + (" …" if len(distinct) > 3 else ""))
+    if this is None or not this.complete:
+        title.append("  unfinished", style="dim italic")
+    elif this.extra.get("optimizer_step_skipped"):
+        title.append(f"  no update: {this.extra['optimizer_step_skipped']}", style="bold yellow")
+    if evaluating:
+        many = len(evaluating) > 1
+        title.append(f"  {len(evaluating)} layer{'s' if many else ''} in eval mode", style="bold yellow")
+        title.append(f" while training ({evaluating[0]}{', …' if many else ''})", style="yellow")
+    if fed_probabilities(this):  # softmax before CrossEntropyLoss, or for NLLLoss's log_softmax
+        title.append("  the loss was fed probabilities (softmax applied twice?)", style="bold yellow")
+    broadcast = broadcast_shapes(this)
+    if broadcast:  # every prediction compared with every target: no loss per sample
+        title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "
+                     f"to {broadcast['shape']}", style="bold yellow")
+    if record is not None:
+        title.append(f"  predictions from {record.get('loss', 'the loss')}", style="dim")
+        title.append(_score(record))
+    return title
 
 
 def _rows_and_indices(record: dict[str, Any] | None, batch: dict[str, Any] | None

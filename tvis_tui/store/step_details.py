@@ -8,6 +8,7 @@ checks types: a damaged run leaves a finding out, it does not raise.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tvis_tui.store.reader import RunReader
@@ -76,3 +77,29 @@ def loss_seq_of(step: StepRecord | None) -> int | None:
     summary = step.extra.get("per_sample_loss") if step is not None else None
     seq = summary.get("seq") if isinstance(summary, dict) else None
     return seq if isinstance(seq, int) else None
+
+
+CLASS_LOSSES = frozenset({"CrossEntropyLoss", "F.cross_entropy", "NLLLoss", "F.nll_loss"})
+BINARY_LOSSES = frozenset({"BCEWithLogitsLoss", "F.binary_cross_entropy_with_logits", "BCELoss",
+                           "F.binary_cross_entropy"})
+
+
+def chance_loss(prediction: dict[str, Any] | None, step: StepRecord | None) -> tuple[float, str] | None:
+    """The loss of a model that learned nothing, giving every class the same probability:
+    ln C for a cross-entropy over C classes (label smoothing and class weights leave it so),
+    ln 2 for a binary cross-entropy. A loss that stays there says the model predicts the
+    same for every sample (inputs and labels decoupled, units all alike; sweep O). As
+    (value, how it is made); None where the predictions' loss is none of these, or was not
+    a mean over the samples."""
+    if prediction is None or step is None:
+        return None
+    summary = step.extra.get("per_sample_loss")
+    if not isinstance(summary, dict) or summary.get("seq") != prediction.get("loss_seq") \
+            or summary.get("reduction") != "mean":
+        return None
+    loss, kind, classes = prediction.get("loss"), prediction.get("kind"), prediction.get("classes")
+    if loss in BINARY_LOSSES and (kind == "labels" or classes == 2):
+        return math.log(2), "ln 2: every score 0.5"
+    if loss in CLASS_LOSSES and kind in ("classes", "tokens") and type(classes) is int and classes >= 2:
+        return math.log(classes), f"ln {classes}: every class alike"
+    return None
