@@ -304,13 +304,18 @@ F.mse_loss(pred, torch.tensor([2.0])).backward()  # every sample against one con
 
 
 @pytest.mark.parametrize("loss, fed", [
-    ("F.cross_entropy(logits.softmax(1), y)", True),  # softmax twice: the loss barely moves
-    ("F.nll_loss(logits.softmax(1), y)", True),  # softmax where log_softmax belongs
-    ("nn.CrossEntropyLoss()(logits, y)", False),
-    ("F.nll_loss(logits.log_softmax(1), y)", False),
-    ("F.cross_entropy(logits, logits.detach().softmax(1))", False),  # probability targets
+    ("F.cross_entropy(logits.softmax(1), y)", "softmax"),  # softmax twice: the loss barely moves
+    ("F.nll_loss(logits.softmax(1), y)", "softmax"),  # softmax where log_softmax belongs
+    ("nn.CrossEntropyLoss()(logits, y)", None),
+    ("F.nll_loss(logits.log_softmax(1), y)", None),
+    ("F.cross_entropy(logits, logits.detach().softmax(1))", None),  # probability targets
+    # A model ending in nn.Sigmoid before BCEWithLogitsLoss: scores squeezed into (0.27, 0.73) (sweep O).
+    ("nn.BCEWithLogitsLoss()(logits.sigmoid(), (y[:, None] == torch.arange(4)).float())", "sigmoid"),
+    ("nn.BCEWithLogitsLoss()(logits, (y[:, None] == torch.arange(4)).float())", None),
+    # Logits that all happen to lie in (0, 1): too few scores to say.
+    ("F.binary_cross_entropy_with_logits(logits.sigmoid()[:4], (y[:4, None] == torch.arange(4)).float())", None),
 ])
-def test_a_class_loss_fed_probabilities_says_so(run_inprocess, loss, fed):
+def test_a_loss_fed_probabilities_where_it_wants_logits_says_so(run_inprocess, loss, fed):
     code, run = run_inprocess(f"""
 import torch
 from torch import nn
@@ -324,4 +329,4 @@ opt.step()
 """)
     assert code == 0
     summary = run.steps()[0].extra["per_sample_loss"]
-    assert summary.get("probabilities", False) is fed and summary["count"] == 8
+    assert summary.get("probabilities", False) is (fed is not None) and summary.get("probabilities_from") == fed

@@ -452,14 +452,19 @@ async def test_a_samples_class_label_is_named_as_the_table_names_it(healthy_run)
         assert "item['label'] 1 (dog)" in _pane(screen_text(pilot.app))
 
 
-async def test_a_loss_fed_probabilities_says_so(tmp_path):
+@pytest.mark.parametrize("made_by, said", [
+    ({}, "softmax"),  # a run recorded before a sigmoid was told apart
+    ({"probabilities_from": "softmax"}, "softmax"),
+    ({"probabilities_from": "sigmoid"}, "sigmoid"),  # a model ending in nn.Sigmoid (sweep O)
+])
+async def test_a_loss_fed_probabilities_says_so(tmp_path, made_by, said):
     # softmax before CrossEntropyLoss: predictions look sensible, the loss barely moves (sweep N).
     with RunWriter(tmp_path / "run") as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
         write_step(w, 1, np.random.default_rng(0))
-        w.put_step(StepRecord(step=1, first_seq=1, last_seq=14, loss=1.38,
-                              extra={"per_sample_loss": {"seq": 12, "count": 3, "trains": True, "probabilities": True}}))
+        summary = {"seq": 12, "count": 3, "trains": True, "probabilities": True, **made_by}
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=14, loss=1.38, extra={"per_sample_loss": summary}))
         w.close(status="ok", steps_recorded=1)
     async with opened(tmp_path / "run", 2, size=(100, 24)) as pilot:
         await press(pilot, "p")
-        assert "step 1  loss 1.38  the loss was fed probabilities (softmax applied twice?)" in screen_text(pilot.app)
+        assert f"step 1  loss 1.38  the loss was fed probabilities ({said} applied twice?)" in screen_text(pilot.app)

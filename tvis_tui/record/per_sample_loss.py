@@ -74,7 +74,7 @@ class PerSample:
     weights: torch.Tensor | None
     reduction: str
     trains: bool = False  # its input required grad, autograd on: a training loss, not a metric
-    probabilities: bool = False  # a class loss fed probabilities (loss_inputs.py)
+    probabilities: str | None = None  # what made the probabilities a logits loss was fed (loss_inputs.py)
 
     def slots(self) -> list[tuple[str, torch.Tensor]]:
         pairs = [("per_sample", self.values)]
@@ -293,5 +293,5 @@ def step_summary(seq: int, per_sample: PerSample) -> dict[str, Any]:
     summary = {"seq": seq, "count": int(values.numel()), "reduction": per_sample.reduction, "worst": worst,
                "trains": per_sample.trains}
     if per_sample.probabilities:
-        summary["probabilities"] = True
+        summary["probabilities"], summary["probabilities_from"] = True, per_sample.probabilities
     return summary

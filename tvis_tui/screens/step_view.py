@@ -337,8 +337,9 @@ def _title(loaded: _Loaded) -> Text:
         many = len(evaluating) > 1
         title.append(f"  {len(evaluating)} layer{'s' if many else ''} in eval mode", style="bold yellow")
         title.append(f" while training ({evaluating[0]}{', …' if many else ''})", style="yellow")
-    if fed_probabilities(this):  # softmax before CrossEntropyLoss, or for NLLLoss's log_softmax
-        title.append("  the loss was fed probabilities (softmax applied twice?)", style="bold yellow")
+    made_by = fed_probabilities(this)
+    if made_by:  # the loss applies its own softmax or sigmoid: it barely moves
+        title.append(f"  the loss was fed probabilities ({made_by} applied twice?)", style="bold yellow")
     broadcast = broadcast_shapes(this)
     if broadcast:  # every prediction compared with every target: no loss per sample
         title.append(f"  loss input {broadcast['input']} and target {broadcast['target']} broadcast "

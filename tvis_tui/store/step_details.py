@@ -65,11 +65,15 @@ def broadcast_shapes(step: StepRecord | None) -> dict[str, Any] | None:
     return shapes if isinstance(shapes, dict) and all(k in shapes for k in ("input", "target", "shape")) else None
 
 
-def fed_probabilities(step: StepRecord | None) -> bool:
-    """Whether the step's class loss was fed probabilities, not logits (per_sample_loss.py):
-    softmax before CrossEntropyLoss, or for NLLLoss's log_softmax."""
+def fed_probabilities(step: StepRecord | None) -> str | None:
+    """What made the probabilities the step's loss was fed where it wants logits
+    (per_sample_loss.py): "softmax" before CrossEntropyLoss or for NLLLoss's log_softmax,
+    "sigmoid" before BCEWithLogitsLoss; None when it was fed logits."""
     summary = step.extra.get("per_sample_loss") if step is not None else None
-    return isinstance(summary, dict) and summary.get("probabilities") is True
+    if not isinstance(summary, dict) or summary.get("probabilities") is not True:
+        return None
+    made_by = summary.get("probabilities_from")
+    return made_by if made_by in ("softmax", "sigmoid") else "softmax"  # runs before "sigmoid" had none
 
 
 def loss_seq_of(step: StepRecord | None) -> int | None:
