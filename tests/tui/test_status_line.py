@@ -43,3 +43,24 @@ def test_frozen_parameters_are_counted_apart_from_those_backward_did_not_reach()
     assert "call 13 of 16  3 params got no gradient  2 frozen  288 µs" in status(5, 2)
     assert "call 13 of 16  200 frozen  288 µs" in status(200, 200)
     assert "got no gradient" not in status(200, 200)
+
+
+def test_a_call_that_cut_the_graph_says_so_and_the_step_missing_gradients_points_there():
+    # `return (...).detach()` in a helper mid-model: the encoder gets no gradient (sweep O).
+    from tvis_tui.store import StepRecord
+    cut = CallRecord(seq=5, parent=1, depth=1, step=1, phase="forward", kind="function", name="standardize",
+                     duration_ns=341_000, extra={"user": True, "graph_cut": True})
+    step = StepRecord(step=1, first_seq=1, last_seq=16, loss=1.1,
+                      extra={"graph_cuts": [[5, "standardize"], [7, "accuracy"]]})
+    assert "call 5 of 48  output cut from the graph (its input requires grad)  341 µs" in \
+        status_text("run", cut, 48, step, "ok").plain
+    opt = CallRecord(seq=16, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer", name="SGD",
+                     duration_ns=165_000, extra={"no_grad": ["encoder.0.weight", "encoder.0.bias"],
+                                                 "no_grad_count": 2})
+    assert "2 params got no gradient (graph cut at standardize, call 5?)  165 µs" in \
+        status_text("run", opt, 48, step, "ok").plain
+    # Every parameter reached, or no cut recorded: nothing about a cut.
+    whole = CallRecord(seq=16, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer", name="SGD")
+    assert "graph cut" not in status_text("run", whole, 48, step, "ok").plain
+    damaged = StepRecord(step=1, first_seq=1, last_seq=16, extra={"graph_cuts": [["5", 5], 3]})
+    assert "2 params got no gradient  165 µs" in status_text("run", opt, 48, damaged, "ok").plain

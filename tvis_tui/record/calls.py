@@ -22,7 +22,7 @@ from tvis_tui.record.memory import PeakMemory
 from tvis_tui.record.slots import SlotMaker
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import CudaTimer, put_timed_call
-from tvis_tui.store.records import CallRecord, Site
+from tvis_tui.store.records import CallRecord, Site, Slot
 from tvis_tui.record.sink import WriterThread
 
 
@@ -88,10 +88,26 @@ class OpenCall:
     nested_overhead_ns: int = 0
     gpu_start: Any = None  # a CUDA event where its clock started (timing.py), if on CUDA
     criterion: bool = False  # a loss module or functional loss, whatever its phase
+    grad_inputs: bool = False  # an input tensor requires grad (graph_cut below)
     node_low: int | None = None  # the autograd node number its own nodes come after (module_backward.py)
     # The frame a call closed by a hook runs in (a module's Module._call_impl, an optimizer
     # step's wrapper): on the stack exactly as long as the call runs.
     frame: FrameType | None = None
+
+
+GRAPH_CUTS_LISTED = 8
+
+
+def cuts_graph(record: CallRecord, outputs: list[Slot]) -> bool:
+    """Whether a forward's module or function call, run with autograd on and given an input
+    that requires grad, returned floating-point tensors none of which does: `.detach()`,
+    `.data`, a round trip through numpy or `torch.tensor(...)` cut the graph there, and
+    nothing before the call gets a gradient through it (sweep O). An integer result
+    (argmax) needs none; under `torch.no_grad()` no output does, by design."""
+    if record.kind not in ("module", "function") or record.phase != "forward" or not torch.is_grad_enabled():
+        return False
+    floating = [s for s in outputs if s.dtype is not None and s.dtype.startswith(("float", "bfloat", "complex"))]
+    return bool(floating) and not any(s.requires_grad for s in floating)
 
 
 class Interrupted(BaseException):
@@ -210,6 +226,7 @@ class CallLog:
         slots, _ = self.slots.make(seq, "input", inputs)
         self.writer.put_slots(seq, slots)
         call.inputs = len(slots)
+        call.grad_inputs = any(slot.requires_grad for slot, _ in slots)
         # The hook's work so far is counted as overhead when the hook ends; the call's
         # clock starts now, so only the rest of the hook may be taken off its duration.
         call.started_ns = time.perf_counter_ns()
@@ -267,6 +284,9 @@ class CallLog:
         self.writer.put_slots(call.record.seq, slots)
         if error is not None:
             extra = _with_error_text(error, extra)
+        elif role == "output" and call.grad_inputs and cuts_graph(call.record, [slot for slot, _ in slots]):
+            extra = {**(extra or {}), "graph_cut": True}
+            self._note_graph_cut(call.record)
         record = call.record.closed(duration, nonfinite, _describe(error) if error is not None else None,
                                     {**call.record.extra, **extra} if extra else call.record.extra)
         if gpu_end is not None:
@@ -282,6 +302,13 @@ class CallLog:
         if stack and stack[-1] is call:  # written first, so an interrupt loses nothing
             stack.pop()
         return record
+
+    def _note_graph_cut(self, record: CallRecord) -> None:
+        """The step record lists the calls that cut the graph (`[seq, name]`, the first
+        GRAPH_CUTS_LISTED), so the parameters behind them that got no gradient point there."""
+        cuts = self.steps.extra_now("graph_cuts") or []
+        if len(cuts) < GRAPH_CUTS_LISTED:
+            self.steps.note_extra("graph_cuts", [*cuts, [record.seq, record.name]])
 
     def _add_phase_time(self, call: OpenCall, duration: int, overhead: int, gpu_end: Any) -> None:
         """A phase-timed call's time, less that of the calls timed inside it (an optimizer

@@ -36,7 +36,11 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append("  NaN/Inf in gradient", style="bold red")
     if call.extra.get("eval_while_training") is True:  # record/mode_layers.py
         text.append("  eval mode while training", style="bold yellow")
-    _no_grad(text, call.extra)
+    if call.extra.get("graph_cut") is True:  # record/calls.py: detached, or through numpy
+        # Not bold: a metric's output needs no gradient. The optimizer step names the cut
+        # where parameters got none.
+        text.append("  output cut from the graph (its input requires grad)", style="yellow")
+    _no_grad(text, call.extra, graph_cuts(step))
     if call.extra.get("clip_grads") == 0 and call.extra.get("clip_params"):  # clip_grad_norm_ too early
         text.append("  no gradient to clip (before backward?)", style="bold yellow")
     # Gradients computed and never applied (they never train); gradients an earlier step
@@ -56,10 +60,11 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
     return text
 
 
-def _no_grad(text: Text, extra: dict) -> None:
+def _no_grad(text: Text, extra: dict, cuts: list[tuple[int, str]]) -> None:
     """An optimizer step's parameters without a gradient: those that required one first (a
-    layer the loss does not reach, by mistake), then the frozen ones (fine-tuning freezes
-    thousands on purpose: said, not flagged)."""
+    layer the loss does not reach, by mistake; where a call of the step cut the graph, the
+    first such call), then the frozen ones (fine-tuning freezes thousands on purpose: said,
+    not flagged)."""
     missing, frozen = extra.get("no_grad_count"), extra.get("no_grad_frozen_count")
     if not isinstance(missing, int) or missing <= 0:
         return
@@ -67,8 +72,19 @@ def _no_grad(text: Text, extra: dict) -> None:
     if missing > frozen:
         n = missing - frozen
         text.append(f"  {n} param{'s' if n > 1 else ''} got no gradient", style="bold yellow")
+        if cuts:
+            text.append(f" (graph cut at {cuts[0][1]}, call {cuts[0][0]:,}?)", style="yellow")
     if frozen:
         text.append(f"  {frozen} frozen", style="dim")
+
+
+def graph_cuts(step: StepRecord | None) -> list[tuple[int, str]]:
+    """The step's calls that cut the graph, as (seq, name), first first (record/calls.py)."""
+    listed = step.extra.get("graph_cuts") if step is not None else None
+    if not isinstance(listed, list):
+        return []
+    return [(seq, name) for seq, name in (c for c in listed if isinstance(c, list) and len(c) == 2)
+            if type(seq) is int and isinstance(name, str)]
 
 
 def _first_line(message: str) -> str:
