@@ -113,8 +113,9 @@ def tensor_slot(role: str, index: int, path: str, arr: np.ndarray, keep: bool = 
 
 
 def write_step(w: RunWriter, step: int, rng: np.random.Generator, *, nan: bool = False,
-               fail_at: str | None = None) -> int | None:
-    """Write one step's calls; return the failing seq when `fail_at` names a call."""
+               fail_at: str | None = None, extras: dict[str, dict] | None = None) -> int | None:
+    """Write one step's calls (`extras`: the extra of the calls it names); return the
+    failing seq when `fail_at` names a call."""
     base = (step - 1) * CALLS_PER_STEP
     parents: list[int] = []
     for i, (name, type_, kind, phase, depth, call_at, def_at, in_shape, out_shape) in enumerate(STEP_CALLS):
@@ -127,7 +128,7 @@ def write_step(w: RunWriter, step: int, rng: np.random.Generator, *, nan: bool =
                           def_site=site(*def_at) if def_at else None, start_ns=seq * 1000,
                           duration_ns=None if failing else 1500 * (seq % 7 + 1), nonfinite_output=bad,
                           error="RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x512 and 256x10)"
-                          if failing else None)
+                          if failing else None, extra=(extras or {}).get(name, {}))
         w.put_call(call)
         parents.append(seq)
         slots = []

@@ -702,3 +702,17 @@ async def test_nan_only_in_a_gradient_is_flagged_and_continue_stops_there(tmp_pa
         assert "call 7 of 13" in screen_text(pilot.app)  # nothing later: it stays
         await press(pilot, "end", "exclamation_mark")
         assert "call 7 of 13  NaN/Inf in gradient" in screen_text(pilot.app)
+
+
+async def test_the_inspector_names_the_modules_settings(tmp_path):
+    # An LSTM's batch_first, a Dropout's p: what the module was built with (sweep O).
+    config = "3, 8, kernel_size=(3, 3), padding=[1]"  # brackets are no markup
+    with RunWriter(tmp_path / "run") as w:
+        _meta(w, "train.py", "2026-12-01T10:00:00")
+        write_step(w, 1, np.random.default_rng(0), extras={"conv1": {"config": config}})
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 3) as pilot:
+        assert f"inspector  Conv2d({config})" in screen_text(pilot.app)
+        await press(pilot, "S")  # the model's call: a module of the script's, no settings of its own
+        text = screen_text(pilot.app)
+        assert "─ inspector ─" in text and "Conv2d(" not in text

@@ -64,3 +64,15 @@ def test_a_call_that_cut_the_graph_says_so_and_the_step_missing_gradients_points
     assert "graph cut" not in status_text("run", whole, 48, step, "ok").plain
     damaged = StepRecord(step=1, first_seq=1, last_seq=16, extra={"graph_cuts": [["5", 5], 3]})
     assert "2 params got no gradient  165 µs" in status_text("run", opt, 48, damaged, "ok").plain
+
+
+def test_a_recurrent_layer_fed_its_batch_as_time_says_how_it_read_it():
+    call = CallRecord(seq=3, parent=2, depth=1, step=1, phase="forward", kind="module", name="lstm",
+                      type="LSTM", duration_ns=57_600_000,
+                      extra={"config": "4, 32", "batch_dim_mismatch": {"batch_first": False, "shape": [64, 30, 4],
+                                                                        "batch": 64}})
+    assert ("call 3 of 14  batch_first=False, but the batch (64) is dim 0 of [64, 30, 4]: read as 30 sequences "
+            "of 64 steps  57.6 ms") in status_text("run", call, 14, None, "ok").plain
+    damaged = CallRecord(seq=3, parent=2, depth=1, step=1, phase="forward", kind="module", name="lstm",
+                         extra={"batch_dim_mismatch": {"shape": [64, 30]}})
+    assert "batch_first" not in status_text("run", damaged, 14, None, "ok").plain

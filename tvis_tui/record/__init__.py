@@ -17,6 +17,7 @@ data.py     samples and batches: transforms.py, images.py, tokenizers.py, descri
 functions.py user functions as calls, via sys.settrace (traced_frame.py: one frame's tracer);
             lines.py the tensors each user line bound
 gradients.py activation gradients (tensor hooks on module outputs); updates.py optimizer updates
+module_config.py a module call's settings (extra_repr) and an RNN fed its batch as time
 per_sample_loss.py the per-sample loss of a recorded standard criterion (slots of role per_sample)
 warning_sites.py warnings torch raises about its caller name the script's line, not a recorder frame
 """

@@ -93,6 +93,11 @@ class DataCapture:
             return stack[-1].record.seq
         return None
 
+    @property
+    def batch_size(self) -> int | None:
+        """The samples in the last batch the DataLoader delivered (None before one)."""
+        return self._batch_size
+
     # -- fetching ------------------------------------------------------------------------
 
     def _fetch(self, original: Callable[..., Any], fetcher: Any, index: Any) -> Any:

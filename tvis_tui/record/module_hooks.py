@@ -23,6 +23,7 @@ from tvis_tui.record import per_sample_loss
 from tvis_tui.record.calls import MODULE_CALL_CODE, OpenCall, call_phase, running_frame
 from tvis_tui.record.hook_base import HookBase, functorch_level, untraced
 from tvis_tui.record.mode_layers import eval_while_training
+from tvis_tui.record.module_config import config_extra
 from tvis_tui.record.module_backward import ModuleBackwardTimes
 from tvis_tui.record.names import class_name
 from tvis_tui.record.slots import leaves
@@ -80,9 +81,9 @@ class ModuleHooks(HookBase):
         kwargs = _passed_kwargs(module, running)
         if kwargs is not None:
             inputs = itertools.chain(inputs, leaves(kwargs, "kwargs"))
-        extra = None
+        extra = config_extra(module, args, self.data.batch_size)
         if eval_while_training(module, root):
-            extra = {"eval_while_training": True}
+            extra = {**(extra or {}), "eval_while_training": True}
             self._guard(self._note_eval_layer, name)
         call = self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),

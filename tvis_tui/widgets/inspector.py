@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rich.markup import escape
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -112,6 +113,15 @@ def _why_no_grad(name: str, frozen: list[str] | None) -> str:
     return "no gradient (unused by the loss, or zeroed before the step): not updated"
 
 
+def inspector_title(call: CallRecord | None) -> str:
+    """"inspector", and the module's settings as its repr shows them
+    (`Conv2d(3, 16, kernel_size=(3, 3), ...)`): a Dropout's p, an LSTM's batch_first."""
+    config = call.extra.get("config") if call is not None else None
+    if not isinstance(config, str) or not config:
+        return "inspector"
+    return escape(f"inspector  {call.type}({config})")  # type: ignore[union-attr]
+
+
 class Inspector(RowTable):
     """Enter on a tensor whose values were stored opens them (`ValuesRequested`)."""
 
@@ -127,6 +137,7 @@ class Inspector(RowTable):
         """The call's stored slots, then (for an optimizer step) rows read from its extra;
         only the stored slots can open a values view."""
         self.seq, self.slots = seq, slots
+        self.border_title = inspector_title(call)
         # Stepping keeps the columns scrolled to in view (a gradient's std, step after
         # step); the widths change with the rows, so the column is kept, not the offset.
         column = self.first_column_in_view()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widget import Widget
 
@@ -36,6 +38,7 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append("  NaN/Inf in gradient", style="bold red")
     if call.extra.get("eval_while_training") is True:  # record/mode_layers.py
         text.append("  eval mode while training", style="bold yellow")
+    _batch_dim(text, call.extra.get("batch_dim_mismatch"))
     if call.extra.get("graph_cut") is True:  # record/calls.py: detached, or through numpy
         # Not bold: a metric's output needs no gradient. The optimizer step names the cut
         # where parameters got none.
@@ -76,6 +79,18 @@ def _no_grad(text: Text, extra: dict, cuts: list[tuple[int, str]]) -> None:
             text.append(f" (graph cut at {cuts[0][1]}, call {cuts[0][0]:,}?)", style="yellow")
     if frozen:
         text.append(f"  {frozen} frozen", style="dim")
+
+
+def _batch_dim(text: Text, mismatch: Any) -> None:
+    """A recurrent layer fed its batch on the dimension it reads as time
+    (record/module_config.py)."""
+    if not isinstance(mismatch, dict) or not isinstance(mismatch.get("shape"), list) \
+            or len(mismatch["shape"]) != 3 or type(mismatch.get("batch")) is not int:
+        return
+    first = mismatch.get("batch_first") is True
+    steps, sequences = (mismatch["shape"][1], mismatch["shape"][0]) if first else mismatch["shape"][:2]
+    text.append(f"  batch_first={first}, but the batch ({mismatch['batch']}) is dim {1 if first else 0} of "
+                f"{mismatch['shape']}: read as {sequences} sequences of {steps} steps", style="bold yellow")
 
 
 def graph_cuts(step: StepRecord | None) -> list[tuple[int, str]]:
