@@ -1,4 +1,4 @@
-"""The values view: one tensor's stored values, any dimension sliced, paged."""
+"""The values view: one tensor's stored values, any dimension sliced, paged; `d` draws them."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tvis_tui.screens.prompt import PromptScreen
 from tvis_tui.store import RunReader, Slot
 from tvis_tui.widgets.format import shape
+from tvis_tui.widgets.picture import picture, rows
+from tvis_tui.widgets.tensor_picture import tensor_picture
 from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index, parse_index, view_labels
 
 
@@ -27,6 +30,8 @@ class ValuesScreen(Screen):
         Binding("plus,equals_sign", "shift(1)", "next", show=True,
                 tooltip="Next index along the first indexed dimension"),
         Binding("minus", "shift(-1)", "prev", show=True, tooltip="Previous index along the first indexed dimension"),
+        Binding("d", "picture", "picture", show=True,
+                tooltip="Draw the values as a picture (an image-like tensor in colour), or the numbers again"),
         Binding("escape,q", "close", "back", show=True, tooltip="Back to the debugger"),
     ]
 
@@ -35,10 +40,12 @@ class ValuesScreen(Screen):
         self.reader, self.seq, self.slot = reader, seq, slot
         self.array: np.ndarray | None = None
         self.index = default_index(len(slot.shape or ()))
+        self.drawing = False  # a picture in place of the numbers (`d`)
 
     def compose(self) -> ComposeResult:
         yield Static(id="values-title")
         yield ValuesGrid(id="values")
+        yield VerticalScroll(id="values-picture")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -65,7 +72,27 @@ class ValuesScreen(Screen):
         assert self.array is not None
         view = self.array[self.index]
         self.query_one("#values-title", Static).update(self._title(view))
-        self.query_one(ValuesGrid).show(view, *view_labels(self.index, self.array.shape))
+        grid, pane = self.query_one(ValuesGrid), self.query_one("#values-picture", VerticalScroll)
+        drawn = tensor_picture(self.array, self.index) if self.drawing else None
+        if self.drawing and drawn is None:
+            self.drawing = False
+            self.notify("a picture needs two dimensions: this view has one", severity="warning")
+        grid.display, pane.display = drawn is None, drawn is not None
+        if drawn is None:
+            grid.show(view, *view_labels(self.index, self.array.shape))
+            return
+        pixels, note = drawn
+        room = pane.content_size if pane.content_size.width else self.size
+        cells = min(max(room.width - 2, 1), max(4 * pixels.shape[1], 16))
+        while cells > 1 and rows(pixels.shape[0], pixels.shape[1], cells) > max(room.height - 3, 1):
+            cells -= 1
+        pane.remove_children()
+        pane.mount(Static(Text(note, style="dim")), picture(pixels, cells))
+
+    def action_picture(self) -> None:
+        if self.array is not None and self.array.size:
+            self.drawing = not self.drawing
+            self._draw()
 
     def on_resize(self) -> None:
         if self.array is not None:  # the title only: redrawing the grid would scroll it home
