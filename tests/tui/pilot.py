@@ -7,9 +7,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
+from textual.app import App
 from textual.pilot import Pilot
 
 from tvis_tui.app import make_app
+from tvis_tui.screens.values import ValuesScreen
+from tvis_tui.store import RunReader, Slot
 
 
 async def settle(pilot: Pilot) -> None:
@@ -41,3 +44,14 @@ async def until(pilot: Pilot, done: Callable[[], bool], timeout: float = 10.0) -
     while not done():
         assert time.monotonic() < deadline, "the app never got there"
         await settle(pilot)
+
+
+class ValuesApp(App):
+    """Just the values screen, over one slot of call 1 of a run."""
+
+    def __init__(self, reader: RunReader, slot: Slot) -> None:
+        super().__init__()
+        self.reader, self.slot = reader, slot
+
+    def on_mount(self) -> None:
+        self.push_screen(ValuesScreen(self.reader, 1, self.slot))

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pilot import press, settle
+from pilot import ValuesApp, press, settle
 from screen_text import screen_text
 from textual.app import App
 
-from tvis_tui.screens.values import ValuesScreen
 from tvis_tui.store import CallRecord, RunReader, RunWriter, Slot
 from tvis_tui.widgets.tensor_picture import tensor_picture
 
@@ -45,13 +44,6 @@ def test_any_other_view_draws_in_grey_and_nan_is_black():
     assert tensor_picture(ambiguous, (0, ALL, ALL))[1].startswith("grey")
 
 
-class ValuesApp(App):
-    def __init__(self, reader: RunReader, slot: Slot) -> None:
-        super().__init__()
-        self.reader, self.slot = reader, slot
-
-    def on_mount(self) -> None:
-        self.push_screen(ValuesScreen(self.reader, 1, self.slot))
 
 
 @pytest.fixture

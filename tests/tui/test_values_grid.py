@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pilot import press, settle
+from pilot import ValuesApp, press, settle
 from screen_text import screen_text
 from textual.app import App, ComposeResult
 
-from tvis_tui.screens.values import ValuesScreen
 from tvis_tui.store import CallRecord, RunReader, RunWriter, Slot
 from tvis_tui.widgets.values_grid import ValuesGrid
 
@@ -32,15 +31,6 @@ class GridApp(App):
         yield ValuesGrid(id="grid")
 
 
-class ValuesApp(App):
-    """Just the values screen, over one slot of a run."""
-
-    def __init__(self, reader: RunReader, slot: Slot) -> None:
-        super().__init__()
-        self.reader, self.slot = reader, slot
-
-    def on_mount(self) -> None:
-        self.push_screen(ValuesScreen(self.reader, 1, self.slot))
 
 
 @pytest.fixture(scope="module")
