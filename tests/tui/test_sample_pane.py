@@ -328,13 +328,32 @@ async def test_multi_label_predictions_show_every_label_said_and_the_target_set(
         text = screen_text(pilot.app)
         assert "predictions from BCEWithLogitsLoss  1 of 2 right" in text
         shown = [line for line in text.splitlines() if "red" in line and "%" in line]
-        # All four labels said, though the table shows three classes otherwise.
-        assert "red 90%  big 70%  shiny 60%  wet 55%" in shown[0] and "round" not in shown[0]
+        # All four labels said, though the table shows three classes otherwise; in index
+        # order, as the target lists them, then their probabilities' range.
+        assert "red, big, shiny, wet  55–90%" in shown[0] and "round" not in shown[0]
         assert "none" in shown[1] and "✗" in shown[1]
     _, said, others, _ = _class_cells(rows[0], labels=True)
-    assert (said.plain, str(said.style), others.plain) == ("red 90%  big 70%  shiny 60%  wet 55%", "bold", "")
+    assert (said.plain, str(said.style), others.plain) == ("red, big, shiny, wet  55–90%", "bold", "")
     _, said, others, _ = _class_cells(rows[1], labels=True)
-    assert (said.plain, others.plain, str(others.style)) == ("round 60%", "red 10%  big 5%", "dim")
+    assert (said.plain, others.plain, str(others.style)) == ("round  60%", "red 10%  big 5%", "dim")
+    _, said, others, _ = _class_cells({"top": [["red", 0, 0.3]], "target": "none", "correct": True}, labels=True)
+    assert (said.plain, others.plain) == ("none", "red 30%")
+
+
+async def test_six_labels_said_leave_the_prediction_in_view_at_120_columns(tmp_path):
+    # A model ending in a sigmoid before BCEWithLogitsLoss says every label (sweep O).
+    top = [[str(i), i, 0.64 - 0.01 * i] for i in (2, 1, 4, 3, 5, 0)]
+    rows = [{"top": top, "predicted": list(range(6)), "target": "0, 3, 4", "target_indices": [0, 3, 4],
+             "correct": False}] * 3
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_prediction(w, {"kind": "labels", "names": False, "classes": 6, "step": 1,
+                           "loss": "BCEWithLogitsLoss", "samples": rows})
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        await press(pilot, "p")
+        assert "0, 3, 4  ✗  0, 1, 2, 3, 4, 5  59–64%" in screen_text(pilot.app)
 
 
 def _pixel_rows(per_sample: int, samples: int, stored: int) -> dict:

@@ -408,15 +408,15 @@ def _score(record: dict[str, Any]) -> str:
 
 
 def _class_cells(row: dict[str, Any], labels: bool = False) -> list[Text]:
-    """Target, the classes predicted (the first class, or every label from 0.5 up for
-    multi-label) with their probabilities, the next most probable up to TOP_SHOWN in all,
-    and whether the prediction is right."""
+    """Target, the classes predicted (the first class with its probability, or every label
+    from 0.5 up for multi-label), the next most probable up to TOP_SHOWN in all, and
+    whether the prediction is right."""
     ranked = row.get("top", [])
     labels_said = sum(1 for _, _, prob in ranked if prob >= 0.5) if labels else 0  # all shown
     shown = ranked[:max(TOP_SHOWN, labels_said)]
     said = labels_said if labels else min(1, len(shown))
-    predicted = Text("  ".join(f"{label} {prob:.0%}" for label, _, prob in shown[:said]),
-                     style="bold", no_wrap=True)
+    predicted = _labels_said(shown[:said]) if labels else \
+        Text("  ".join(f"{label} {prob:.0%}" for label, _, prob in shown[:said]), style="bold", no_wrap=True)
     others = Text("  ".join(f"{label} {prob:.0%}" for label, _, prob in shown[said:]),
                   style="dim", no_wrap=True)
     if row.get("nonfinite"):
@@ -428,6 +428,19 @@ def _class_cells(row: dict[str, Any], labels: bool = False) -> list[Text]:
         return [target, predicted, others, Text("")]
     mark = Text("✓", style="green") if row["correct"] else Text("✗", style="bold red")
     return [target, predicted, others, mark]
+
+
+def _labels_said(said: list[list[Any]]) -> Text:
+    """Multi-label: the labels said in index order, as the target lists its labels, then
+    their probabilities' range: six labels with a percentage each pushed the column past
+    a 120-column screen (sweep O)."""
+    if not said:
+        return Text("none", style="bold", no_wrap=True)
+    ordered = sorted(said, key=lambda entry: entry[1])
+    text = Text(", ".join(str(label) for label, _, _ in ordered), style="bold", no_wrap=True)
+    low, high = min(p for _, _, p in said), max(p for _, _, p in said)
+    text.append(f"  {low:.0%}" if f"{low:.0%}" == f"{high:.0%}" else f"  {low * 100:.0f}–{high:.0%}", style="dim")
+    return text
 
 
 def _accuracy(row: dict[str, Any]) -> Text:
