@@ -317,13 +317,8 @@ async def test_multi_label_predictions_show_every_label_said_and_the_target_set(
              "correct": True},
             {"top": [["round", 1, 0.6], ["red", 0, 0.1], ["big", 2, 0.05]], "predicted": [1],
              "target": "none", "target_indices": [], "correct": False}]
-    with RunWriter(tmp_path / "run") as w:
-        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
-        write_step(w, 1, np.random.default_rng(0))
-        put_prediction(w, {"kind": "labels", "names": True, "classes": 5, "step": 1,
-                           "loss": "BCEWithLogitsLoss", "samples": rows})
-        w.close(status="ok", steps_recorded=1)
-    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+    async with opened(_labels_run(tmp_path / "run", rows, ["red", "round", "big", "shiny", "wet"]), 2,
+                      size=(120, 40)) as pilot:
         await press(pilot, "p")
         text = screen_text(pilot.app)
         assert "predictions from BCEWithLogitsLoss  1 of 2 right" in text
@@ -345,15 +340,20 @@ async def test_six_labels_said_leave_the_prediction_in_view_at_120_columns(tmp_p
     top = [[str(i), i, 0.64 - 0.01 * i] for i in (2, 1, 4, 3, 5, 0)]
     rows = [{"top": top, "predicted": list(range(6)), "target": "0, 3, 4", "target_indices": [0, 3, 4],
              "correct": False}] * 3
-    with RunWriter(tmp_path / "run") as w:
-        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
-        write_step(w, 1, np.random.default_rng(0))
-        put_prediction(w, {"kind": "labels", "names": False, "classes": 6, "step": 1,
-                           "loss": "BCEWithLogitsLoss", "samples": rows})
-        w.close(status="ok", steps_recorded=1)
-    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+    async with opened(_labels_run(tmp_path / "run", rows, [str(i) for i in range(6)]), 2, size=(120, 40)) as pilot:
         await press(pilot, "p")
         assert "0, 3, 4  ✗  0, 1, 2, 3, 4, 5  59–64%" in screen_text(pilot.app)
+
+
+def _labels_run(path, rows: list[dict], labels: list[str]):
+    """A run of one step whose predictions are multi-label `rows` over `labels`."""
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        put_prediction(w, {"kind": "labels", "names": not labels[0].isdigit(), "classes": len(labels),
+                           "step": 1, "loss": "BCEWithLogitsLoss", "samples": rows})
+        w.close(status="ok", steps_recorded=1)
+    return path
 
 
 def _pixel_rows(per_sample: int, samples: int, stored: int) -> dict:
