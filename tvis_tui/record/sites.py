@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import tokenize
 import site
 import sys
 import sysconfig
@@ -133,6 +134,15 @@ def _code_of(fn: Any) -> CodeType | None:
 
 
 def read_source(path: str) -> str | None:
+    """A source file's text, decoded as python decodes it: by its coding line (PEP 263)
+    or BOM, else UTF-8; a file that says neither rightly, with its bad bytes replaced."""
+    try:
+        with tokenize.open(path) as fh:
+            return fh.read()
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        pass  # no valid coding line, or bytes its encoding cannot hold
+    except OSError:
+        return None
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read()

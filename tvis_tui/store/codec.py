@@ -20,7 +20,36 @@ _PHASE = struct.Struct(">IH")  # step, ordinal within the step
 
 
 def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+    try:
+        return msgpack.packb(obj, use_bin_type=True)
+    except UnicodeEncodeError:  # text holding a lone surrogate: a non-UTF-8 file name
+        return msgpack.packb(_encodable(obj), use_bin_type=True)
+
+
+def text(s: str) -> bytes:
+    """`s` as UTF-8, a lone surrogate escaped (`_encodable`)."""
+    return _encodable(s).encode("utf-8")
+
+
+def _encodable(obj: Any) -> Any:
+    """`obj` with every string UTF-8 can hold: a byte that `os.fsdecode` escaped
+    (`img_\\udcff.png`, a file name on disk that is not UTF-8) written as `\\xff`, any
+    other lone surrogate as `\\ud800`. An exception message or a path naming such a file
+    must not cost the run its record (robustness sweep)."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            try:
+                return obj.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:
+                return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_encodable(k): _encodable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encodable(v) for v in obj]
+    return obj
 
 
 def unpack(data: bytes) -> Any:

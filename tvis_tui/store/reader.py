@@ -84,13 +84,13 @@ class RunReader:
                 # No writer made one, so none is writing: read lock-free rather than make
                 # one in a run copied from elsewhere (on a full disk LMDB's mapped lock
                 # file would kill the process).
-                return lmdb.open(str(self.path), lock=False, **kwargs)
+                return lmdb.open(os.fsencode(self.path), lock=False, **kwargs)
             try:
-                return lmdb.open(str(self.path), lock=True, **kwargs)
+                return lmdb.open(os.fsencode(self.path), lock=True, **kwargs)
             except lmdb.Error:
                 # A run on read-only media (or someone else's files) cannot take the
                 # reader lock; it is not being written then, so reading lock-free is safe.
-                return lmdb.open(str(self.path), lock=False, **kwargs)
+                return lmdb.open(os.fsencode(self.path), lock=False, **kwargs)
         except lmdb.Error as exc:
             # lmdb's message starts with the path already given once in ours.
             reason = _first_line(exc).removeprefix(f"{self.path}: ")

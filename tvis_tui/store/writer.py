@@ -62,7 +62,7 @@ class RunWriter:
         _check_space(self.path)
         try:
             self._env = lmdb.open(
-                str(self.path),
+                os.fsencode(self.path),  # a folder name that is not UTF-8 is still a path
                 map_size=layout.INITIAL_MAP_SIZE,
                 max_dbs=layout.MAX_DATABASES,
                 # No fsync per commit: a killed process loses nothing committed; only a
@@ -169,7 +169,7 @@ class RunWriter:
 
     def put_meta(self, **values: Any) -> None:
         for name, value in values.items():
-            self.put_record(layout.META, name.encode(), value)
+            self.put_record(layout.META, codec.text(name), value)
 
     def file_id(self, path: str) -> int:
         """The id of a source file, registering it on first sight."""
@@ -178,11 +178,11 @@ class RunWriter:
             if fid is None:
                 fid = len(self._file_ids) + 1
                 self._file_ids[path] = fid
-                self.put(layout.FILES, codec.u32(fid), path.encode())
+                self.put(layout.FILES, codec.u32(fid), codec.text(path))
             return fid
 
     def put_source(self, path: str, text: str) -> None:
-        self.put(layout.SOURCES, codec.u32(self.file_id(path)), text.encode())
+        self.put(layout.SOURCES, codec.u32(self.file_id(path)), codec.text(text))
 
     def put_call(self, call: CallRecord, *, first: bool = True) -> None:
         """Write a call. Write it when it starts (`first=True`, in seq order) and again
@@ -253,7 +253,7 @@ class RunWriter:
             except Exception:
                 # A full disk: the records left did not fit. The metadata alone may, and it
                 # says how the run ended and that it is incomplete (else it reads "running").
-                self._pending = [(layout.META, name.encode(), codec.pack(value))
+                self._pending = [(layout.META, codec.text(name), codec.pack(value))
                                  for name, value in {**final_meta, "incomplete": True}.items()]
                 try:
                     self.write(self._pending)
