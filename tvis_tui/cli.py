@@ -49,12 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _fill_closed_standard_fds()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     if args.command != "run":
+        _writable_standard_streams()
         _replace_unencodable()
     try:
         code = int(args._main(args) or 0)
@@ -76,6 +78,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         _drop_stdout()  # python's own flush at exit would fail again, with a traceback
         print(f"tvis: error: cannot write ({exc.strerror})", file=sys.stderr)
         return 1
+
+
+def _fill_closed_standard_fds() -> None:
+    """Put /dev/null on a standard descriptor the shell closed (`2>&-`): the next file
+    opened would take its number, and tvis's reports to fd 2 would then be written into
+    the run's data file (robustness sweep). sys.stderr stays as python made it (None)."""
+    if os.name != "posix":
+        return
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+
+
+def _writable_standard_streams() -> None:
+    """python leaves sys.stdout/sys.stderr None when the shell closed them (`>&-`): tvis's
+    output then goes nowhere, as a print's would, rather than into a traceback. Not for
+    `tvis run`: the script finds them as python would have made them."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))
 
 
 def _replace_unencodable() -> None:

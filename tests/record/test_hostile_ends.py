@@ -5,7 +5,14 @@ folder, a SIGTERM from a scheduler. Each keeps its record and says how it ended
 
 from __future__ import annotations
 
-from .helpers import tvis_cli, write_script
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import tvis_cli, tvis_env, write_script
 from tvis_tui.store import RunReader
 
 STEPS_THEN = """
@@ -37,3 +44,36 @@ def test_a_latin1_script_is_stored_as_python_read_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     with RunReader(tmp_path / "runs" / "r") as run:
         assert run.source(str(script)) == source
+
+
+def _tvis_in_shell(redirect: str, name: str, script, cwd) -> subprocess.CompletedProcess:
+    """`tvis run` with its stderr redirected as a shell user does (`2>&-`, `2>&1 | true`)."""
+    # The installed `tvis` command: what takes a closed fd 2 first depends on what python
+    # opens before tvis does (under `python -m`, another file than the run's data file).
+    tvis = shlex.quote(str(Path(sys.executable).parent / "tvis"))
+    command = f"{tvis} run --out runs --name {name} {script} {redirect}"
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=tvis_env(), capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("redirect", [
+    "2>&1 | true",  # the reader of the pipe gone: `| head`, or `| tee` killed by the same Ctrl-C
+    "2>&-",  # closed: the run's data file would have taken fd 2, and the traceback gone into it
+])
+def test_a_crash_whose_traceback_cannot_be_written_is_still_recorded_as_a_crash(tmp_path, redirect):
+    script = write_script(tmp_path, STEPS_THEN.format(then='raise RuntimeError("diverged at step 3")'))
+    done = _tvis_in_shell(f"{redirect}; exit ${{PIPESTATUS[0]}}", "r", script, tmp_path)
+    assert done.returncode == 1  # as python's (not 120: a failed flush at exit)
+    with RunReader(tmp_path / "runs" / "r") as run:
+        meta = run.meta()
+        assert (meta["status"], meta["exit_status"], meta["steps_recorded"]) == ("crashed", 1, 3)
+        assert meta["exception"] == "RuntimeError: diverged at step 3"
+
+
+def test_listing_and_exporting_with_stdout_closed_print_nothing_and_succeed(tmp_path):
+    script = write_script(tmp_path, STEPS_THEN.format(then=""))
+    assert tvis_cli("run", "--out", "runs", "--name", "r", str(script), cwd=tmp_path).returncode == 0
+    for command in ("ls runs", "export runs/r"):
+        done = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -m tvis_tui.cli {command} >&-"],
+                              cwd=tmp_path, env=tvis_env(), capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stderr) == (0, ""), command

@@ -249,7 +249,7 @@ def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
     code = exc.code
     _usable_stderr()
     if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)  # python prints a non-integer code and exits with 1
+        _say(str(code))  # python prints a non-integer code and exits with 1
     # As the process's exit status: True is 1, and the OS keeps the low byte (256 is 0).
     status = 0 if code is None else int(code) & 0xFF if isinstance(code, int) else 1
     if status == 0:
@@ -315,13 +315,24 @@ def _show_uncaught(exc: BaseException) -> str:
     _usable_stderr()
     text = _shown_as_python_would(exc)
     if sys.excepthook is sys.__excepthook__:
-        sys.stderr.write(text)
+        _say(text, end="")
         return text
     try:
         sys.excepthook(type(exc), exc, exc.__traceback__)
     except Exception:  # python says the hook failed, then prints the exception itself
-        sys.stderr.write(f"Error in sys.excepthook:\n{text}")
+        _say(f"Error in sys.excepthook:\n{text}", end="")
     return text
+
+
+def _say(text: str, end: str = "\n") -> None:
+    """Write to stderr, if anything reads it: a pipe whose reader is gone (`2>&1 | head`,
+    `| tee` killed by the same Ctrl-C) or a closed stderr must not keep a crash out of
+    the run, nor turn it into a traceback of tvis's (robustness sweep)."""
+    try:
+        sys.stderr.write(text + end)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _shown_as_python_would(exc: BaseException) -> str:
@@ -361,22 +372,20 @@ def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
     _usable_stderr()  # a script that closed it and ended well
     where = _display(str(path))
     for warning in warnings[:SHOWN_WARNINGS]:
-        print(f"tvis: warning: {warning}", file=sys.stderr)
+        _say(f"tvis: warning: {warning}")
     if len(warnings) > SHOWN_WARNINGS:
-        print(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata "
-              "(tvis export RUN)", file=sys.stderr)
+        _say(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata (tvis export RUN)")
     if writer.errors:
-        print(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}", file=sys.stderr)
+        _say(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}")
     if outcome.summary is not None:
-        print(f"tvis: {outcome.summary} (run saved to {where})", file=sys.stderr)
+        _say(f"tvis: {outcome.summary} (run saved to {where})")
     else:
         noun = "step" if steps == 1 else "steps"
         stored = f", {_stored_steps(path)} of them stored" if writer.errors else ""
         # The script was stopped where its next step began: what it does after the loop (a
         # final save, a test pass) did not run, even when the loop was about to end.
         limit = "; stopped the script at the step limit (--steps)" if outcome.meta.get("stopped_by") == "step limit" else ""
-        print(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}{limit}; run saved to {where}",
-              file=sys.stderr)
+        _say(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}{limit}; run saved to {where}")
 
 
 def _write_failures(writer: WriterThread, path: Path) -> str:
