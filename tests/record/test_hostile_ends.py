@@ -77,3 +77,16 @@ def test_listing_and_exporting_with_stdout_closed_print_nothing_and_succeed(tmp_
         done = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -m tvis_tui.cli {command} >&-"],
                               cwd=tmp_path, env=tvis_env(), capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stderr) == (0, ""), command
+
+
+def test_a_run_whose_folder_the_script_deleted_is_written_again_at_its_end(tmp_path):
+    # tvis's default --out is TensorBoard's default log folder, which scripts clear.
+    then = "import shutil\nshutil.rmtree('runs')\nloss = m(torch.randn(3, 4)).sum(); loss.backward(); opt.step()"
+    script = write_script(tmp_path, STEPS_THEN.format(then=then))
+    proc = tvis_cli("run", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "runs/r was deleted while recording (by the script?); written again at its end" in proc.stderr
+    with RunReader(tmp_path / "runs" / "r") as run:
+        meta = run.meta()
+        assert (meta["status"], meta["steps_recorded"]) == ("ok", 4)
+        assert [s.step for s in run.steps()] == [1, 2, 3, 4]

@@ -377,6 +377,8 @@ def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
         _say(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata (tvis export RUN)")
     if writer.errors:
         _say(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}")
+    if writer.restored:  # `shutil.rmtree("runs")`: TensorBoard's default log folder is tvis's too
+        _say(f"tvis: warning: {where} was deleted while recording (by the script?); written again at its end")
     if outcome.summary is not None:
         _say(f"tvis: {outcome.summary} (run saved to {where})")
     else:

@@ -158,3 +158,8 @@ class WriterThread:
             final_meta["warnings"] = [*final_meta.get("warnings", []), *self.errors]
             final_meta["incomplete"] = True
         self._writer.close(**final_meta)
+
+    @property
+    def restored(self) -> bool:
+        """Whether the run's folder was deleted while recording and written again at close."""
+        return self._writer.restored

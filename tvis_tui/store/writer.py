@@ -86,6 +86,8 @@ class RunWriter:
         self._span_ordinal: dict[int, int] = {}
         self._closed = False
         self._committer: Callable[[list[tuple[bytes, bytes, bytes]], int], None] | None = None
+        self._inode = os.stat(self.path / layout.DATA_FILE).st_ino
+        self.restored = False  # the run's folder was deleted while it was written: written again
         self.put_meta(schema_version=layout.SCHEMA_VERSION)
         try:
             self.flush()
@@ -250,6 +252,7 @@ class RunWriter:
             try:
                 self.put_meta(**final_meta)  # may commit what is buffered on its own
                 self._commit()
+                self._restore_if_deleted()
             except Exception:
                 # A full disk: the records left did not fit. The metadata alone may, and it
                 # says how the run ended and that it is incomplete (else it reads "running").
@@ -264,6 +267,22 @@ class RunWriter:
                 self._pending, self._pending_bytes = [], 0
                 self._closed = True
                 self._env.close()
+
+    def _restore_if_deleted(self) -> None:
+        """A script that clears its `runs/` folder (TensorBoard's default log folder too)
+        deletes the run while tvis writes it; LMDB still holds the deleted file open, whole:
+        a copy of it goes back where the run belongs (robustness sweep)."""
+        data = self.path / layout.DATA_FILE
+        try:
+            if os.stat(data).st_ino == self._inode:
+                return
+        except FileNotFoundError:
+            pass
+        else:
+            raise OSError(errno.EEXIST, f"{data} was replaced while the run was written")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._env.copy(os.fsencode(self.path))
+        self.restored = True
 
     def abandon(self) -> None:
         """Close without writing what is buffered (its first commit failed)."""
