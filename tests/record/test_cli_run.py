@@ -202,13 +202,17 @@ _ENDLESS = """
 
 
 def _run_until_step(tmp_path, n: int):
-    script = write_script(tmp_path, _ENDLESS, "endless.py")
+    script = tmp_path / "endless.py"
+    if not script.exists():
+        write_script(tmp_path, _ENDLESS, "endless.py")
     proc = tvis_popen("run", "--out", "runs", "--name", "e", str(script), cwd=tmp_path)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if line.strip() == f"step {n}":
             return proc
+        if not line:  # the script ended
+            break
     proc.kill()
     pytest.fail("the script never reached step %d" % n)
 
@@ -228,6 +232,44 @@ def test_ctrl_c_keeps_everything_and_ends_by_sigint_like_python(tmp_path):
         assert count >= 20 * 6
         last = run.call(count)
         assert last.duration_ns is not None or last.error == "KeyboardInterrupt"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("sent", ["SIGTERM", "SIGHUP"])
+def test_a_scheduler_s_sigterm_closes_the_run_whole_then_ends_by_it_like_python(tmp_path, sent):
+    # Slurm's time limit, `timeout`, `docker stop`, a dropped SSH session (SIGHUP): python
+    # dies at once, and the run lost its last step's lines and how it ended (robustness sweep).
+    signum = getattr(signal, sent)
+    proc = _run_until_step(tmp_path, 5)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signum
+    assert "(stopped)" in err and "Traceback" not in err
+    with RunReader(tmp_path / "runs" / "e") as run:
+        meta = run.meta()
+        assert (meta["status"], meta["stopped_by"], meta["exit_status"]) == ("stopped", sent, 128 + signum)
+        assert meta["steps_recorded"] >= 5 and "ended_at" in meta
+        assert {step for step in range(1, 6)} <= {s.step for s in run.steps() if s.complete}
+        assert run.line_shapes(run.meta()["script"], 5)  # the last steps' lines, not left in a buffer
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_script_s_own_sigterm_handler_runs_as_under_python(tmp_path):
+    write_script(tmp_path, _ENDLESS, "endless_loop.py")
+    write_script(tmp_path, """
+        import runpy, signal, sys
+        def save_and_leave(signum, frame):
+            print("checkpoint saved", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, save_and_leave)
+        runpy.run_path("endless_loop.py")
+    """, "endless.py")
+    proc = _run_until_step(tmp_path, 3)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "checkpoint saved" in out
+    with RunReader(tmp_path / "runs" / "e") as run:
+        assert run.meta()["status"] == "ok"
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

@@ -31,6 +31,7 @@ from tvis_tui.record.recorder import Recorder
 from tvis_tui.record.recursion import recursion_headroom
 from tvis_tui.record.shadowing import folder_first
 from tvis_tui.record.step_limit import StopRecording
+from tvis_tui.record.terminations import Terminated, die_of, end_on_termination
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.tvis_frames import OWN_WORK, is_runpy_file, is_tvis_file
 from tvis_tui.store.reader import RunReader
@@ -122,13 +123,17 @@ def record(target: Target, options: Options) -> int:
     if rank_problem is not None:
         recorder.warn(rank_problem)
     outcome = _Outcome()
+    undo_terminations = end_on_termination()
     try:
         recorder.install()
         _execute(target, script, outcome, recorder)
     finally:
+        undo_terminations()  # from here a SIGTERM kills at once, as under python
         steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
     _report(outcome, path, steps, recorder.warnings, recorder.writer)
-    if outcome.status == "stopped":  # by Ctrl-C, the one way a run here stops
+    if outcome.signum is not None:
+        die_of(outcome.signum)  # SIGTERM, SIGHUP: as python would have ended
+    if outcome.status == "stopped":  # by Ctrl-C
         raise KeyboardInterrupt  # the CLI ends the process as python would (cli.py)
     return outcome.exit_status
 
@@ -161,6 +166,7 @@ class _Outcome:
         self.status = "ok"
         self.summary: str | None = None
         self.meta: dict[str, Any] = {"status": "ok", "exit_status": 0}
+        self.signum: int | None = None  # the signal that ended the script (terminations.py)
 
     def set(self, status: str, exit_status: int, **meta: Any) -> None:
         self.status, self.exit_status = status, exit_status
@@ -191,6 +197,10 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
         _show_uncaught(exc)  # python prints it, then dies of SIGINT (cli.py)
         recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
+    except Terminated as exc:  # python prints nothing as a SIGTERM kills it
+        recorder.abandon(exc)
+        outcome.set("stopped", 128 + exc.signum, stopped_by=exc.name)
+        outcome.signum = exc.signum
     except BaseException as exc:  # an exception deriving from BaseException crashes python too
         _failed(exc, outcome, recorder)
     finally:
