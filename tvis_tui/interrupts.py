@@ -23,15 +23,27 @@ from typing import Any, Callable
 
 def pass_on_lost_interrupts() -> Callable[[], None]:
     """Install the hook; returns the undo."""
+    def lost_interrupt(exc_type: type[BaseException], exc: BaseException | None) -> int | None:
+        if issubclass(exc_type, KeyboardInterrupt) and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            return signal.SIGINT
+        return None
+    return pass_on_lost(lost_interrupt)
+
+
+def pass_on_lost(signal_of: Callable[[type[BaseException], BaseException | None], int | None]
+                 ) -> Callable[[], None]:
+    """Raise again in the main thread each exception lost in a callback for which
+    `signal_of` names a signal: that signal, as if it had arrived just after, so its
+    handler runs again where the exception has somewhere to go. Returns the undo."""
     previous = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
-        lost_interrupt = unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt)
-        if lost_interrupt and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signum = signal_of(unraisable.exc_type, unraisable.exc_value) if unraisable.exc_type is not None else None
+        if signum is not None:
             try:
                 # Not threading.Thread: its start() waits for the thread, and the
                 # interrupt would land in that wait.
-                _thread.start_new_thread(_thread.interrupt_main, ())
+                _thread.start_new_thread(_thread.interrupt_main, (signum,))
                 return
             except RuntimeError:  # no new threads at interpreter shutdown
                 pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 import time
 import weakref
@@ -84,3 +85,26 @@ def test_other_exceptions_go_to_the_previous_hook_and_undo_restores_it(monkeypat
     undo()
     assert seen == [ZeroDivisionError]
     assert sys.unraisablehook is previous
+
+
+def test_a_sigterm_that_landed_in_a_callback_is_raised_again_in_the_main_thread(capsys):
+    # tvis run turns SIGTERM into Terminated (record/terminations.py): lost in a weakref
+    # callback, the script would have run on past its scheduler's time limit.
+    from tvis_tui.record.terminations import Terminated, end_on_termination
+
+    undo = end_on_termination()
+    thing = _Thing()
+
+    def on_death(_: object) -> None:
+        raise Terminated(signal.SIGTERM)
+
+    try:
+        with pytest.raises(Terminated) as raised:
+            ref = weakref.ref(thing, on_death)
+            assert ref() is thing
+            del thing
+            _a_moment(RAISED_WITHIN)
+    finally:
+        undo()
+    assert raised.value.name == "SIGTERM" and "Exception ignored" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # undone

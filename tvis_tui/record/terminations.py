@@ -12,12 +12,12 @@ a forked DataLoader worker dies of it at once, as under python.
 
 from __future__ import annotations
 
-import _thread
 import os
 import signal
 import sys
 from typing import Any, Callable
 
+from tvis_tui.interrupts import pass_on_lost
 from tvis_tui.record import forks
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -59,26 +59,9 @@ def end_on_termination() -> Callable[[], None]:
 
 def _pass_on_lost_terminations() -> Callable[[], None]:
     """A `Terminated` raised inside a callback whose exceptions python drops (a weakref or
-    garbage-collector callback of tvis's) is raised again in the main thread, as
-    interrupts.py does for Ctrl-C: else the script would run on past the signal."""
-    previous = sys.unraisablehook
-
-    def hook(unraisable: Any) -> None:
-        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, Terminated):
-            try:
-                _thread.start_new_thread(_thread.interrupt_main, (unraisable.exc_value.signum,))
-                return
-            except RuntimeError:  # no new threads at interpreter shutdown
-                pass
-        previous(unraisable)
-
-    sys.unraisablehook = hook
-
-    def undo() -> None:
-        if sys.unraisablehook is hook:
-            sys.unraisablehook = previous
-
-    return undo
+    garbage-collector callback of tvis's) is raised again in the main thread, as a Ctrl-C
+    is (interrupts.py): else the script would run on past the signal."""
+    return pass_on_lost(lambda exc_type, exc: exc.signum if isinstance(exc, Terminated) else None)
 
 
 def die_of(signum: int) -> None:
