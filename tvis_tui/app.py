@@ -10,7 +10,7 @@ from textual.binding import Binding
 from tvis_tui.errors import TvisError
 from tvis_tui.messages import RunClosed
 from tvis_tui.store import RunReader
-from tvis_tui.store.runs import RunSummary, find_runs, is_run
+from tvis_tui.store.runs import RunSummary, find_runs, readable_run
 
 
 class TvisApp(App[None]):
@@ -104,7 +104,7 @@ def make_app(path: str | Path, *, start: int | None = None) -> TvisApp:
     target = Path(path)
     if not target.exists():
         raise TvisError(f"{target}: no such run or folder")
-    if is_run(target):
+    if readable_run(target):
         with RunReader(target) as reader:
             total = reader.call_count()
         if start is not None and not 1 <= start <= total:

@@ -250,3 +250,27 @@ def test_a_close_that_cannot_write_the_last_records_still_writes_the_final_meta(
     with RunReader(tmp_path / "run") as r:
         meta = r.meta()
     assert (meta["status"], meta["steps_recorded"], meta["incomplete"]) == ("ok", 2, True)
+
+
+def test_a_run_or_folder_that_cannot_be_looked_into_is_one_line(tmp_path, monkeypatch):
+    # Someone else's 700 runs folder on a shared GPU box (robustness sweep); chmod does not
+    # stop root, so the refusal is the file system's, stood in for here.
+    import pathlib
+
+    from tvis_tui.app import make_app
+
+    with RunWriter(tmp_path / "runs" / "b") as w:
+        w.close(status="ok")
+    is_file = pathlib.Path.is_file
+
+    def refused(path):
+        if "locked" in path.parts:
+            raise PermissionError(13, "Permission denied")
+        return is_file(path)
+
+    monkeypatch.setattr(pathlib.Path, "is_file", refused)
+    (tmp_path / "runs").rename(tmp_path / "locked")
+    for attempt in (lambda: find_runs(tmp_path / "locked"), lambda: make_app(tmp_path / "locked"),
+                    lambda: make_app(tmp_path / "locked" / "b"), lambda: RunReader(tmp_path / "locked" / "b")):
+        with pytest.raises(TvisError, match=r"locked.*(cannot be read|unreadable run) \(Permission denied\)$"):
+            attempt()

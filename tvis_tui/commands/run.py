@@ -86,5 +86,9 @@ def _check_out(out: str) -> None:
 
     if not out:  # not "the current folder": that is `--out .`
         raise TvisError("--out '': give a folder (--out . for the current one)")
-    if is_run(Path(out)):
+    try:
+        inside_a_run = is_run(Path(out))
+    except OSError:  # cannot be looked into: making the run's folder there says why
+        return
+    if inside_a_run:
         raise TvisError(f"--out {out}: is a run folder; give the folder that holds runs")

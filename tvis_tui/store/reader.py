@@ -407,6 +407,13 @@ class RunReader:
 
 def _check_run_folder(path: Path) -> None:
     """One line for each way `path` can fail to be a run, before LMDB sees it."""
+    try:
+        _check_folder(path)
+    except OSError as exc:  # a folder of someone else's on a shared machine
+        raise TvisError(f"{path}: unreadable run ({exc.strerror or exc})") from None
+
+
+def _check_folder(path: Path) -> None:
     if path.is_file():
         hint = f"; the run is {path.parent}" if path.name == layout.DATA_FILE else ""
         raise TvisError(f"{path}: not a run folder (a file{hint})")

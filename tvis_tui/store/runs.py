@@ -35,7 +35,17 @@ def claim_run_path(out_dir: str | os.PathLike[str], script: str, name: str | Non
 
 
 def is_run(path: Path) -> bool:
+    """Whether `path` holds a run's data file (OSError where it cannot be looked into)."""
     return (path / layout.DATA_FILE).is_file()
+
+
+def readable_run(path: Path) -> bool:
+    """`is_run`, a folder that cannot be looked into (someone else's, on a shared
+    machine) a one-line TvisError."""
+    try:
+        return is_run(path)
+    except OSError as exc:
+        raise TvisError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 UNREADABLE = "unreadable"
@@ -182,7 +192,7 @@ def find_runs(directory: str | os.PathLike[str]) -> list[RunSummary]:
     root = Path(directory)
     if not root.exists():
         raise TvisError(f"{root}: no such directory")
-    if is_run(root):
+    if readable_run(root):
         return [summarize(root)]
     if not root.is_dir():
         raise TvisError(f"{root}: not a directory of runs{_data_file_hint(root)}")
