@@ -207,6 +207,19 @@ def test_bad_files_get_one_line_each_and_the_rest_is_checked(script, tmp_path, c
     assert "TV001" in out and out.splitlines()[-1].endswith("3 files could not be checked")
 
 
+@pytest.mark.parametrize("source, said", [
+    ('import torch\nprint "hi"\n', "2:1: E000 syntax error: Missing parentheses in call to 'print'"),
+    ("import torch\n\tx = 1\n", "2:1: E000 syntax error: unexpected indent"),
+    ("async = 5\n", "1:7: E000 syntax error: invalid syntax"),
+])
+def test_code_python_cannot_parse_fails_though_the_grammar_takes_it(tmp_path, capsys, source, said):
+    # tree-sitter-python still parses Python 2's print statement (robustness sweep).
+    path = tmp_path / "old.py"
+    path.write_text(source)
+    code, out, _ = run(capsys, path)
+    assert code == 1 and f"old.py:{said}" in out
+
+
 def test_valid_python_beyond_the_grammar_is_still_checked(tmp_path, capsys):
     """`return *a, *b` is valid Python that tree-sitter-python cannot parse."""
     path = tmp_path / "gap.py"

@@ -31,6 +31,9 @@ def one_line_error(code: int, out: str, err: str) -> str:
 @pytest.mark.parametrize("name, source, needle", [
     ("syntax.py", "import torch\nfor x in range(3:\n    pass\n",
      "syntax.py: syntax error on line 2: "),
+    # tree-sitter's grammar takes these; Python does not (robustness sweep)
+    ("py2.py", "import torch\nprint \"hi\"\n", "py2.py: syntax error on line 2: Missing parentheses in call to 'print'"),
+    ("indent.py", "import torch\n\tx = 1\n", "indent.py: syntax error on line 2: unexpected indent"),
     ("latin1.py", "# café\nimport torch\n".encode("latin-1"),
      "latin1.py: not utf-8 text (byte 0xe9 on line 1); save it as UTF-8"),
     ("binary.py", b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50, "binary.py: not a Python script (it contains NUL bytes)"),

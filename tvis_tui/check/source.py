@@ -113,8 +113,8 @@ def _first_error(root: tree_sitter.Node) -> tree_sitter.Node | None:
 
 
 def _syntax_problem(data: bytes, display: str, root: tree_sitter.Node) -> FileProblem | None:
-    """The syntax error in a file tree-sitter could not fully parse, as Python reports it;
-    None when Python's own parser accepts the file (a gap in the tree-sitter grammar, such as
+    """The file's syntax error as Python reports it; None when Python's own parser accepts
+    the file, even where tree-sitter could not fully parse it (a gap in its grammar, such as
     `return *a, *b`): the file is then checked, minus the unparsed statement.
 
     Python's compiler only parses here (PyCF_ONLY_AST): nothing in the file runs."""
@@ -162,10 +162,11 @@ def parse(data: bytes, display: str) -> SourceFile | FileProblem:
     except LookupError as exc:
         return FileProblem(display, f"{exc}; file not checked")
     tree = _parser().parse(utf8)
-    if tree.root_node.has_error:
-        problem = _syntax_problem(data, display, tree.root_node)
-        if problem is not None:
-            return problem
+    # Python's parser too where tree-sitter found no error: its grammar still takes
+    # Python 2's `print "x"`, an unexpected indent, `async = 5` (robustness sweep).
+    problem = _syntax_problem(data, display, tree.root_node)
+    if problem is not None:
+        return problem
     return SourceFile(display, utf8, tree, _suppressions(comments(tree.root_node)))
 
 

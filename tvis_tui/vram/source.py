@@ -41,8 +41,7 @@ def read_script(path: Path) -> Tree:
     except OSError as exc:
         raise UnreadableScript(f"{path}: cannot read: {exc.strerror or exc}") from None
     tree = parse(_decode(path, data).encode("utf-8"))
-    if tree.root_node.has_error:
-        _raise_syntax_error(path, data)
+    _raise_syntax_error(path, data)  # where tree-sitter found none too: Python 2's `print "x"`
     return tree
 
 
@@ -77,9 +76,10 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def _raise_syntax_error(path: Path, data: bytes) -> None:
-    """Python's own message for a file tree-sitter could not fully parse; nothing when
-    Python accepts it (a gap in the tree-sitter grammar): the script is then read without
-    the statement tree-sitter missed. Only parsed (PyCF_ONLY_AST), never run."""
+    """Python's own message for a file it cannot parse; nothing when Python accepts it,
+    even where tree-sitter could not fully parse it (a gap in its grammar): the script is
+    then read without the statement tree-sitter missed. Only parsed (PyCF_ONLY_AST), never
+    run."""
     try:
         compile(data, str(path), "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
