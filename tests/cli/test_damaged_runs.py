@@ -302,6 +302,14 @@ def _malformed(good_run: Path, tmp_path: Path) -> dict[str, Path]:
         ("call_is_a_list", layout.CALLS, codec.u64(2), codec.pack([1, 2])),
         ("step_is_a_number", layout.STEPS, codec.u32(1), codec.pack(7)),
         ("schema_as_text", layout.META, b"schema_version", codec.pack("1")),
+        # A key cut short, and a seq whose next does not fit a key (robustness sweep).
+        ("short_call_key", layout.CALLS, b"\x01", codec.pack({"seq": 1})),
+        ("largest_seq", layout.CALLS, codec.u64(2), codec.pack(
+            {**CallRecord(seq=2, parent=0, depth=0, step=1, phase="forward", kind="module", name="m").to_wire(),
+             "seq": 2**64 - 1})),
+        ("largest_parent", layout.CALLS, codec.u64(2), codec.pack(
+            {**CallRecord(seq=2, parent=0, depth=0, step=1, phase="forward", kind="module", name="m").to_wire(),
+             "parent": 2**64 - 1})),
     ]}
 
 
@@ -580,3 +588,15 @@ def test_step_view_of_a_malformed_sample_closes_the_run_with_the_reason(data_run
 
     code, damage = asyncio.run(step_view())
     assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed sample record: TypeError: field 'transforms'")
+
+
+def test_a_batch_record_without_its_seq_takes_the_one_its_key_says(good_run, tmp_path, capsys):
+    import json
+
+    from tvis_tui.store import codec
+    from tvis_tui.store.samples import BATCHES
+
+    run = _with_record(good_run, tmp_path / "run", BATCHES, codec.u64(5), codec.pack({"step": 1, "size": 2}))
+    assert main(["export", str(run)]) == 0
+    batches = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"batch"' in line]
+    assert [(b["seq"], b["size"]) for b in batches] == [(5, 2)]

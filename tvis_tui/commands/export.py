@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from tvis_tui.errors import TvisError
 
@@ -20,9 +20,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tvis_tui.export import export_json, export_jsonl
-    from tvis_tui.store import RunReader
+    from tvis_tui.store.codec import BadKey
 
     write = export_jsonl if args.format == "jsonl" else export_json
+    try:
+        return _export(args, write)
+    except BadKey as exc:  # the codec does not know which run it read
+        raise TvisError(f"{args.run}: {exc}") from None
+
+
+def _export(args: argparse.Namespace, write: Callable[[Any, TextIO], None]) -> int:
+    from tvis_tui.store import RunReader
+
     with RunReader(args.run) as reader:
         if args.output is None:
             write(reader, sys.stdout)

@@ -11,6 +11,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from tvis_tui.errors import TvisError
+
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 _SLOT = struct.Struct(">QBH")  # call seq, role code, slot index
@@ -57,6 +59,17 @@ def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
+class BadKey(TvisError):
+    """A key of a damaged run that is not the size its database's keys are."""
+
+
+def _parsed(layout: struct.Struct, key: bytes) -> tuple[int, ...]:
+    try:
+        return layout.unpack(key)
+    except struct.error:
+        raise BadKey(f"corrupt run (a key of {len(key)} bytes where {layout.size} belong)") from None
+
+
 def array_dtype(name: str) -> np.dtype:
     """The little-endian dtype that stored values of dtype `name` are read as; TypeError
     for anything but the numeric kinds the recorder stores (an object array never)."""
@@ -71,7 +84,7 @@ def u64(n: int) -> bytes:
 
 
 def from_u64(key: bytes) -> int:
-    return _U64.unpack(key)[0]
+    return _parsed(_U64, key)[0]
 
 
 def u32(n: int) -> bytes:
@@ -79,7 +92,7 @@ def u32(n: int) -> bytes:
 
 
 def from_u32(key: bytes) -> int:
-    return _U32.unpack(key)[0]
+    return _parsed(_U32, key)[0]
 
 
 def slot_key(seq: int, role_code: int, index: int) -> bytes:
@@ -87,7 +100,7 @@ def slot_key(seq: int, role_code: int, index: int) -> bytes:
 
 
 def parse_slot_key(key: bytes) -> tuple[int, int, int]:
-    return _SLOT.unpack(key)
+    return _parsed(_SLOT, key)  # type: ignore[return-value]
 
 
 def site_key(file_id: int, line: int, seq: int) -> bytes:
@@ -95,7 +108,7 @@ def site_key(file_id: int, line: int, seq: int) -> bytes:
 
 
 def parse_site_key(key: bytes) -> tuple[int, int, int]:
-    return _SITE.unpack(key)
+    return _parsed(_SITE, key)  # type: ignore[return-value]
 
 
 def child_key(parent: int, child: int) -> bytes:
@@ -103,7 +116,7 @@ def child_key(parent: int, child: int) -> bytes:
 
 
 def parse_child_key(key: bytes) -> tuple[int, int]:
-    return _CHILD.unpack(key)
+    return _parsed(_CHILD, key)  # type: ignore[return-value]
 
 
 def phase_key(step: int, ordinal: int) -> bytes:

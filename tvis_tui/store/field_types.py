@@ -30,7 +30,8 @@ Fields = dict[str, Any]
 
 class _KeyBytes:
     def __init__(self, size: int) -> None:
-        self.limit = 1 << (8 * size)
+        # One below the key part's largest value: readers scan from `n + 1`, which must fit too.
+        self.limit = (1 << (8 * size)) - 1
 
 
 U16 = Annotated[int, _KeyBytes(2)]

@@ -56,13 +56,18 @@ def batches(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
     """Batch records in call order (of one step, when given: read from the step's calls
     only, not the whole run)."""
     if step is None:
-        return [reader.decode(v, _BATCH, "batch") for _, v in reader.scan(BATCHES)]
+        return [_batch(reader, k, v) for k, v in reader.scan(BATCHES)]
     spans = reader.phases(step)
     if not spans:
         return []
     first, last = min(s.first_seq for s in spans), max(s.last_seq for s in spans)
     rows = reader.scan(BATCHES, codec.u64(first), codec.u64(last + 1))
-    return [b for b in (reader.decode(v, _BATCH, "batch") for _, v in rows) if b.get("step") == step]
+    return [b for b in (_batch(reader, k, v) for k, v in rows) if b.get("step") == step]
+
+
+def _batch(reader: RunReader, key: bytes, value: bytes) -> dict[str, Any]:
+    """A batch record, its `seq` the key's (what its samples are filed under)."""
+    return {**reader.decode(value, _BATCH, "batch"), "seq": codec.from_u64(key)}
 
 
 def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
