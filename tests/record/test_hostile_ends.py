@@ -90,3 +90,26 @@ def test_a_run_whose_folder_the_script_deleted_is_written_again_at_its_end(tmp_p
         meta = run.meta()
         assert (meta["status"], meta["steps_recorded"]) == ("ok", 4)
         assert [s.step for s in run.steps()] == [1, 2, 3, 4]
+
+
+def test_a_child_the_script_forked_ends_as_under_python_and_leaves_the_run_alone(tmp_path):
+    # The child raising went through tvis's runner: its crash was written into the
+    # parent's run (status ok beside an exception) and its own "run saved" line printed.
+    script = write_script(tmp_path, STEPS_THEN.format(then="""
+pid = os.fork()
+if pid == 0:
+    raise ValueError("in the forked child")
+_, status = os.waitpid(pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+"""))
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=tvis_env(), capture_output=True,
+                           text=True, timeout=60)
+    proc = tvis_cli("run", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
+    assert proc.returncode == plain.returncode == 0
+    assert proc.stdout == plain.stdout == "child exit 1\n"
+    assert proc.stderr.count("ValueError: in the forked child") == 1
+    assert [line for line in proc.stderr.splitlines() if line.startswith("tvis:")] == \
+        ["tvis: recorded 3 steps (ok); run saved to runs/r"]
+    with RunReader(tmp_path / "runs" / "r") as run:
+        meta = run.meta()
+        assert (meta["status"], meta["steps_recorded"]) == ("ok", 3) and "exception" not in meta

@@ -118,7 +118,7 @@ class FunctionTracer:
         self._live = False
         sys.settrace(self._previous[0])
         threading.settrace(self._previous[1])
-        if self.lines is not None:
+        if self.lines is not None and self.recorder.in_recording_process():  # a fork writes nothing
             # Lines after the last step that made no call (a final print, a save) are no
             # step's: the step they were counted in is never written.
             steps = self.recorder.steps

@@ -199,8 +199,10 @@ class Recorder(ModuleHooks, OptimizerHooks, BackwardHooks, BatchHooks, FunctionH
 
     def abandon(self, error: BaseException) -> None:
         """Close the calls that `error` left open (they end with it as their error; at the
-        step limit, tvis's own StopRecording, they are unfinished)."""
-        self._guard(self.log.abandon, None if isinstance(error, StopRecording) else error)
+        step limit, tvis's own StopRecording, they are unfinished). Not in a process the
+        script forked: the store is its parent's."""
+        if self.in_recording_process():
+            self._guard(self.log.abandon, None if isinstance(error, StopRecording) else error)
 
     def _snapshot(self, path: str) -> None:
         text = read_source(path)

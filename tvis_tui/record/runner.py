@@ -129,7 +129,14 @@ def record(target: Target, options: Options) -> int:
         _execute(target, script, outcome, recorder)
     finally:
         undo_terminations()  # from here a SIGTERM kills at once, as under python
-        steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
+        if recorder.in_recording_process():
+            steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
+        else:
+            recorder.uninstall()  # its hooks, with nothing written
+    if not recorder.in_recording_process():
+        # A process the script forked, ending: the run is its parent's to close and
+        # report; this one ends as python's child would (robustness sweep).
+        return outcome.exit_status
     _report(outcome, path, steps, recorder.warnings, recorder.writer)
     if outcome.signum is not None:
         die_of(outcome.signum)  # SIGTERM, SIGHUP: as python would have ended
