@@ -103,6 +103,17 @@ def test_export_refuses_output_inside_the_run(good_run, tmp_path, capsys, inside
     assert main(["ls", str(run)]) == 0 and "ok" in capsys.readouterr().out
 
 
+def test_export_refuses_output_inside_another_run(good_run, tmp_path):
+    # `-o runs/b/data.mdb` while exporting runs/a overwrote run b (robustness sweep).
+    run = shutil.copytree(good_run, tmp_path / "a")
+    other = shutil.copytree(good_run, tmp_path / "b")
+    before = (other / "data.mdb").read_bytes()
+    proc = _tvis("export", str(run), "-o", str(other / "data.mdb"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "inside the run folder" in proc.stderr and "would damage that run" in proc.stderr
+    assert (other / "data.mdb").read_bytes() == before
+
+
 def test_export_refuses_a_hard_link_to_the_run_data(good_run, tmp_path, capsys):
     run = shutil.copytree(good_run, tmp_path / "run")
     link = tmp_path / "elsewhere.mdb"

@@ -179,10 +179,37 @@ def test_a_dataloader_workers_exception_is_summarized_by_its_cause(tmp_path):
                         r"\(in DataLoader worker process \d\) \(run saved to runs/w\)", last), last
 
 
-def test_bad_target_is_a_one_line_error(tmp_path):
+def test_bad_target_is_a_one_line_error(tmp_path, monkeypatch):
     proc = tvis_cli("run", "missing.py", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == "tvis: error: missing.py: no such file\n"
+    # One it may not read, as python would say before running anything: no run either
+    # (chmod does not stop root, so the refusal is stood in for).
+    from pathlib import Path
+
+    from tvis_tui.errors import TvisError
+    from tvis_tui.record.runner import Target
+
+    (tmp_path / "locked.py").write_text("x = 1\n")
+    opened = Path.open
+
+    def refused(path, *args, **kwargs):
+        if path.name == "locked.py":
+            raise PermissionError(13, "Permission denied")
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refused)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TvisError, match=r"^locked\.py: cannot read \(Permission denied\)$"):
+        Target("locked.py", ()).resolve()
+
+
+def test_a_file_that_is_no_python_source_is_named_in_the_summary(tmp_path):
+    (tmp_path / "blob.py").write_bytes(b"x = 1\0\n")
+    proc = tvis_cli("run", "--out", "runs", "--name", "b", "blob.py", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == \
+        "tvis: blob.py: SyntaxError: source code string cannot contain null bytes (run saved to runs/b)"
 
 
 _ENDLESS = """

@@ -64,14 +64,27 @@ def _write_whole(output: Path, write: Callable[[TextIO], None]) -> None:
         partial.unlink(missing_ok=True)
 
 
+def _inside_a_run(folder: Path) -> bool:
+    from tvis_tui.store.runs import is_run
+
+    try:
+        return is_run(folder)
+    except OSError:
+        return False
+
+
 def _refuse_output_inside_run(output: Path, run: Path) -> None:
-    """TvisError when `output` lies in the run folder being read, or is a hard link to
-    one of its files (which resolves elsewhere)."""
+    """TvisError when `output` lies in the run folder being read or in another run's, or
+    is a hard link to one of the read run's files (which resolves elsewhere)."""
     run_dir = run.resolve()
     if output.resolve().is_relative_to(run_dir):
         where = f"inside the run folder {run}"
     elif output.exists() and any(_same_file(output, f) for f in run_dir.iterdir()):
         where = f"the same file as one in the run folder {run}"
+    elif _inside_a_run(output.resolve().parent):  # `-o runs/b/data.mdb` while exporting runs/a
+        where = f"inside the run folder {output.resolve().parent}"
+        raise TvisError(f"-o {output}: {where}; writing there would damage that run "
+                        "(write the export elsewhere)")
     else:
         return
     raise TvisError(f"-o {output}: {where}; writing there would damage the run "

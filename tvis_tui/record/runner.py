@@ -70,6 +70,10 @@ class Target:
             raise TvisError(f"{self.name}: no such file")
         if not path.is_file():
             raise TvisError(f"{self.name}: not a regular file")
+        try:
+            path.open("rb").close()
+        except OSError as exc:  # python would say so before it ran anything: no run either
+            raise TvisError(f"{self.name}: cannot read ({exc.strerror or exc})") from None
         return str(path), str(path.resolve().parent)
 
 
@@ -209,7 +213,7 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
         outcome.set("stopped", 128 + exc.signum, stopped_by=exc.name)
         outcome.signum = exc.signum
     except BaseException as exc:  # an exception deriving from BaseException crashes python too
-        _failed(exc, outcome, recorder)
+        _failed(exc, outcome, recorder, script)
     finally:
         sys.argv, sys.path[0] = saved_argv, saved_path0
 
@@ -236,7 +240,7 @@ def _run_main(script: str) -> None:
             sys.modules["__main__"] = saved
 
 
-def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
+def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder, script: str) -> None:
     text = _show_uncaught(exc)
     tb = exc.__traceback__
     site = recorder.sites.user_location(tb)
@@ -246,6 +250,8 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder) -> None:
     else:
         lines = _text(exc).splitlines()
     where = f"{_display(site.file)}:{site.line}: " if site else ""
+    if site is None and isinstance(exc, SyntaxError):
+        where = f"{_display(script)}: "  # a file that is no Python source (NUL bytes): say which
     first = first_line("\n".join(lines))
     exception = _from_worker(lines) or (f"{type(exc).__name__}: {first}" if first
                                         else type(exc).__name__)
