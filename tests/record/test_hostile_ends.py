@@ -113,3 +113,18 @@ print("child exit", os.waitstatus_to_exitcode(status), flush=True)
     with RunReader(tmp_path / "runs" / "r") as run:
         meta = run.meta()
         assert (meta["status"], meta["steps_recorded"]) == ("ok", 3) and "exception" not in meta
+
+
+def test_a_finally_that_raises_after_the_step_limit_shows_no_tvis_internals(tmp_path):
+    script = write_script(tmp_path, """
+import torch
+m = torch.nn.Linear(4, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+try:
+    for step in range(10):
+        loss = m(torch.randn(3, 4)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+finally:
+    raise OSError("checkpoint disk full")
+""")
+    proc = tvis_cli("run", "--steps", "2", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
+    assert proc.returncode == 1 and "OSError: checkpoint disk full" in proc.stderr
+    assert "StopRecording" not in proc.stderr and "During handling" not in proc.stderr

@@ -369,6 +369,8 @@ def _shown_as_python_would(exc: BaseException) -> str:
             continue
         seen.add(id(chained))
         chained.__traceback__ = _user_traceback(chained.__traceback__)
+        if isinstance(chained.__context__, StopRecording):  # tvis's own, at --steps: not the script's
+            chained.__context__ = None
         pending += [chained.__cause__, chained.__context__, *getattr(chained, "exceptions", ())]
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
