@@ -250,8 +250,10 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder, script: s
     else:
         lines = _text(exc).splitlines()
     where = f"{_display(site.file)}:{site.line}: " if site else ""
-    if site is None and isinstance(exc, SyntaxError):
-        where = f"{_display(script)}: "  # a file that is no Python source (NUL bytes): say which
+    if site is None and isinstance(exc, (SyntaxError, ValueError)):
+        # No line of the script ran: a file that is no Python source (NUL bytes: a
+        # SyntaxError, a ValueError in 3.11.2, CI's): say which.
+        where = f"{_display(script)}: "
     first = first_line("\n".join(lines))
     exception = _from_worker(lines) or (f"{type(exc).__name__}: {first}" if first
                                         else type(exc).__name__)
