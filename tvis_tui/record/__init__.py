@@ -1,7 +1,8 @@
 """Recording a training script as it runs (`tvis run`); the only part of tvis that imports torch.
 
 runner.py   runs the script as python would and turns how it ended into run metadata;
-            terminations.py: SIGTERM/SIGHUP close the run as Ctrl-C does
+            terminations.py: SIGTERM/SIGHUP close the run as Ctrl-C does; uncaught.py: a
+            script's exception shown and described as python would
 options.py  what the flags ask to capture (values or summary, lines, include/exclude patterns)
 recorder.py the hooks put together, installed and undone; hook_base.py what they share (the
             guard), module_hooks.py, optimizer_hooks.py, backward_hooks.py, batch_hooks.py,

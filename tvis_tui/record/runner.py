@@ -13,7 +13,6 @@ import runpy
 import shutil
 import socket
 import sys
-import traceback
 import types
 import zipfile
 from dataclasses import dataclass
@@ -33,7 +32,8 @@ from tvis_tui.record.shadowing import folder_first
 from tvis_tui.record.step_limit import StopRecording
 from tvis_tui.record.terminations import Terminated, die_of, end_on_termination
 from tvis_tui.record.sink import WriterThread
-from tvis_tui.record.tvis_frames import OWN_WORK, is_runpy_file, is_tvis_file
+from tvis_tui.record.uncaught import (exception_text, say, show_uncaught, shown_as_python_would,
+                                      usable_stderr, worker_cause)
 from tvis_tui.store.reader import RunReader
 from tvis_tui.store.records import Site
 from tvis_tui.store.runs import claim_run_path
@@ -205,7 +205,7 @@ def _execute(target: Target, script: str, outcome: _Outcome, recorder: Recorder)
         recorder.abandon(exc)
         _exited(exc, outcome, recorder)
     except KeyboardInterrupt as exc:
-        _show_uncaught(exc)  # python prints it, then dies of SIGINT (cli.py)
+        show_uncaught(exc)  # python prints it, then dies of SIGINT (cli.py)
         recorder.abandon(exc)
         outcome.set("stopped", 130, stopped_by="KeyboardInterrupt")
     except Terminated as exc:  # python prints nothing as a SIGTERM kills it
@@ -241,21 +241,21 @@ def _run_main(script: str) -> None:
 
 
 def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder, script: str) -> None:
-    text = _show_uncaught(exc)
+    text = show_uncaught(exc)
     tb = exc.__traceback__
     site = recorder.sites.user_location(tb)
     if site is None and isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
         # The script did not compile: no frame of it ran, and the message holds the place.
         site, lines = Site(exc.filename, exc.lineno), [exc.msg]
     else:
-        lines = _text(exc).splitlines()
+        lines = exception_text(exc).splitlines()
     where = f"{_display(site.file)}:{site.line}: " if site else ""
     if site is None and isinstance(exc, (SyntaxError, ValueError)):
         # No line of the script ran: a file that is no Python source (NUL bytes: a
         # SyntaxError, a ValueError in 3.11.2, CI's): say which.
         where = f"{_display(script)}: "
     first = first_line("\n".join(lines))
-    exception = _from_worker(lines) or (f"{type(exc).__name__}: {first}" if first
+    exception = worker_cause(lines) or (f"{type(exc).__name__}: {first}" if first
                                         else type(exc).__name__)
     failing = recorder.log.failing_call(exc)
     recorder.abandon(exc)
@@ -272,109 +272,21 @@ def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
     """sys.exit(): 0 or None is a clean end; any other code ended the script early, as
     an exception would have, and the run says where (`x` in the viewer shows it)."""
     code = exc.code
-    _usable_stderr()
+    usable_stderr()
     if code is not None and not isinstance(code, int):
-        _say(str(code))  # python prints a non-integer code and exits with 1
+        say(str(code))  # python prints a non-integer code and exits with 1
     # As the process's exit status: True is 1, and the OS keeps the low byte (256 is 0).
     status = 0 if code is None else int(code) & 0xFF if isinstance(code, int) else 1
     if status == 0:
         outcome.set("ok", 0)
         return
-    text = _shown_as_python_would(exc)
+    text = shown_as_python_would(exc)
     tb = exc.__traceback__
     site = recorder.sites.user_location(tb) if tb is not None else None
     outcome.set("crashed", status, exception=f"SystemExit: {code}", traceback=text,
                 failing_site=f"{site.file}:{site.line}" if site else None)
     where = f"{_display(site.file)}:{site.line}: " if site else ""
     outcome.summary = f"{where}the script called sys.exit({code!r}): exit status {status}"
-
-
-def _from_worker(lines: list[str]) -> str | None:
-    """A DataLoader worker's exception, re-raised by torch as "Caught E in DataLoader worker
-    process N." followed by the worker's traceback: its own last line says what happened."""
-    if not lines or not lines[0].startswith("Caught ") or "Original Traceback" not in "".join(lines[1:2]):
-        return None
-    cause = next((line.strip() for line in reversed(lines) if line.strip()), "")
-    where = lines[0].removeprefix("Caught ").split(" in ", 1)[-1].rstrip(".")
-    return f"{cause} (in {where})"
-
-
-def _text(exc: BaseException) -> str:
-    """str(exc), or what python prints when the exception's __str__ itself raises."""
-    try:
-        return str(exc)
-    except Exception:
-        return "<exception str() failed>"
-
-
-def _user_traceback(tb: Any) -> Any:
-    """`tb` less tvis's frames, as `python script.py` shows it: the runpy and tvis frames
-    above the script, and tvis's wrappers between the script and torch (a loss function,
-    backward, the DataLoader's `__next__`, `warnings.warn` under `-W error`), and whatever
-    tvis's own work called (tvis_frames.own_work)."""
-    kept = []
-    while tb is not None and tb.tb_frame.f_code not in OWN_WORK:  # none of what tvis's hooks ran
-        name = tb.tb_frame.f_code.co_filename
-        if not (is_tvis_file(name) or not kept and is_runpy_file(name)):  # runpy: above the script
-            kept.append(tb)
-        tb = tb.tb_next
-    shown = None  # no frame of the script ran (a syntax error): python shows none
-    for tb in reversed(kept):
-        shown = types.TracebackType(shown, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
-    return shown
-
-
-def _usable_stderr() -> None:
-    """A script may close or drop sys.stderr before it ends: tvis still reports on fd 2
-    (where python would print nothing), and the crash still goes into the run."""
-    if sys.stderr is None or getattr(sys.stderr, "closed", False):
-        try:
-            sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
-        except OSError:
-            sys.stderr = open(os.devnull, "w")
-
-
-def _show_uncaught(exc: BaseException) -> str:
-    """Print `exc` as python prints an uncaught exception (through the script's own
-    `sys.excepthook` if it set one); returns the traceback text."""
-    _usable_stderr()
-    text = _shown_as_python_would(exc)
-    if sys.excepthook is sys.__excepthook__:
-        _say(text, end="")
-        return text
-    try:
-        sys.excepthook(type(exc), exc, exc.__traceback__)
-    except Exception:  # python says the hook failed, then prints the exception itself
-        _say(f"Error in sys.excepthook:\n{text}", end="")
-    return text
-
-
-def _say(text: str, end: str = "\n") -> None:
-    """Write to stderr, if anything reads it: a pipe whose reader is gone (`2>&1 | head`,
-    `| tee` killed by the same Ctrl-C) or a closed stderr must not keep a crash out of
-    the run, nor turn it into a traceback of tvis's (robustness sweep)."""
-    try:
-        sys.stderr.write(text + end)
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-
-
-def _shown_as_python_would(exc: BaseException) -> str:
-    """The traceback python prints for `exc`, its causes and contexts included, without
-    tvis's frames (the script has ended: its exceptions' tracebacks are rewritten)."""
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [exc]
-    while pending:
-        chained = pending.pop()
-        if chained is None or id(chained) in seen:
-            continue
-        seen.add(id(chained))
-        chained.__traceback__ = _user_traceback(chained.__traceback__)
-        if isinstance(chained.__context__, StopRecording):  # tvis's own, at --steps: not the script's
-            chained.__context__ = None
-        pending += [chained.__cause__, chained.__context__, *getattr(chained, "exceptions", ())]
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def _display(path: str) -> str:
@@ -396,25 +308,25 @@ LOW_SPACE_BYTES = 256 << 20
 
 def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
             writer: WriterThread) -> None:
-    _usable_stderr()  # a script that closed it and ended well
+    usable_stderr()  # a script that closed it and ended well
     where = _display(str(path))
     for warning in warnings[:SHOWN_WARNINGS]:
-        _say(f"tvis: warning: {warning}")
+        say(f"tvis: warning: {warning}")
     if len(warnings) > SHOWN_WARNINGS:
-        _say(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata (tvis export RUN)")
+        say(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata (tvis export RUN)")
     if writer.errors:
-        _say(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}")
+        say(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}")
     if writer.restored:  # `shutil.rmtree("runs")`: TensorBoard's default log folder is tvis's too
-        _say(f"tvis: warning: {where} was deleted while recording (by the script?); written again at its end")
+        say(f"tvis: warning: {where} was deleted while recording (by the script?); written again at its end")
     if outcome.summary is not None:
-        _say(f"tvis: {outcome.summary} (run saved to {where})")
+        say(f"tvis: {outcome.summary} (run saved to {where})")
     else:
         noun = "step" if steps == 1 else "steps"
         stored = f", {_stored_steps(path)} of them stored" if writer.errors else ""
         # The script was stopped where its next step began: what it does after the loop (a
         # final save, a test pass) did not run, even when the loop was about to end.
         limit = "; stopped the script at the step limit (--steps)" if outcome.meta.get("stopped_by") == "step limit" else ""
-        _say(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}{limit}; run saved to {where}")
+        say(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}{limit}; run saved to {where}")
 
 
 def _write_failures(writer: WriterThread, path: Path) -> str:
