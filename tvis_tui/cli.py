@@ -19,6 +19,7 @@ from typing import Sequence
 
 from tvis_tui import __version__
 from tvis_tui.errors import TvisError
+from tvis_tui.interrupts import die_of
 
 # name -> one-line help. The module is tvis_tui.commands.<name>.
 COMMANDS: dict[str, str] = {
@@ -125,14 +126,8 @@ def _drop_stdout() -> None:
 def _interrupted() -> int:
     """End as python ends on an uncaught Ctrl-C: killed by SIGINT, so that a shell loop
     or a caller sees the interrupt (an exit status of 130 would read as a normal exit)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    if hasattr(signal, "SIGINT") and os.name == "posix":
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+    if os.name == "posix":
+        die_of(signal.SIGINT)
     return 130  # where a process cannot kill itself with a signal
 
 

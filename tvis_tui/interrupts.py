@@ -16,6 +16,7 @@ twice. Every other exception goes to the hook that was there before.
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import sys
 from typing import Any, Callable
@@ -56,3 +57,16 @@ def pass_on_lost(signal_of: Callable[[type[BaseException], BaseException | None]
             sys.unraisablehook = previous
 
     return undo
+
+
+def die_of(signum: int) -> None:
+    """End the process by `signum` with its default action, as python would have ended
+    (an uncaught Ctrl-C, a SIGTERM), its output flushed first."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            pass
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

@@ -286,7 +286,8 @@ class CallLog:
             extra = _with_error_text(error, extra)
         elif role == "output" and call.grad_inputs and cuts_graph(call.record, [slot for slot, _ in slots]):
             extra = {**(extra or {}), "graph_cut": True}
-            self._note_graph_cut(call.record)
+            # Listed in the step, so the parameters that got no gradient point there.
+            self.steps.list_extra("graph_cuts", [call.record.seq, call.record.name], GRAPH_CUTS_LISTED)
         record = call.record.closed(duration, nonfinite, _describe(error) if error is not None else None,
                                     {**call.record.extra, **extra} if extra else call.record.extra)
         if gpu_end is not None:
@@ -302,13 +303,6 @@ class CallLog:
         if stack and stack[-1] is call:  # written first, so an interrupt loses nothing
             stack.pop()
         return record
-
-    def _note_graph_cut(self, record: CallRecord) -> None:
-        """The step record lists the calls that cut the graph (`[seq, name]`, the first
-        GRAPH_CUTS_LISTED), so the parameters behind them that got no gradient point there."""
-        cuts = self.steps.extra_now("graph_cuts") or []
-        if len(cuts) < GRAPH_CUTS_LISTED:
-            self.steps.note_extra("graph_cuts", [*cuts, [record.seq, record.name]])
 
     def _add_phase_time(self, call: OpenCall, duration: int, overhead: int, gpu_end: Any) -> None:
         """A phase-timed call's time, less that of the calls timed inside it (an optimizer

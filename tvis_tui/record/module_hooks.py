@@ -84,7 +84,8 @@ class ModuleHooks(HookBase):
         extra = config_extra(module, args, self.data.batch_size)
         if eval_while_training(module, root):
             extra = {**(extra or {}), "eval_while_training": True}
-            self._guard(self._note_eval_layer, name)
+            # The step view's title lists them: no viewer scans the step's calls.
+            self._guard(self.steps.list_extra, "eval_while_training", name, NAMES_LISTED)
         call = self.log.open(kind="module", name=name, type_=cls.__name__, phase=phase, owner=id(module),
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                              inputs=inputs, root=root, criterion=criterion, frame=running, extra=extra)
@@ -92,13 +93,6 @@ class ModuleHooks(HookBase):
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()
         self._after_own_hooks.enter(module, call)
-
-    def _note_eval_layer(self, name: str) -> None:
-        """The step record lists its layers trained in eval mode (the step view's title),
-        so no viewer scans the step's calls for them."""
-        layers = self.steps.extra_now("eval_while_training") or []
-        if name not in layers and len(layers) < NAMES_LISTED:
-            self.steps.note_extra("eval_while_training", [*layers, name])
 
     def _enclosing_root(self, stack: list[OpenCall]) -> Any:
         """The root module of the innermost module call running, recorded or not, or of a

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from tvis_tui.errors import TvisError
+from tvis_tui.interrupts import die_of
 from tvis_tui.record.calls import first_line
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
@@ -30,7 +31,7 @@ from tvis_tui.record.recorder import Recorder
 from tvis_tui.record.recursion import recursion_headroom
 from tvis_tui.record.shadowing import folder_first
 from tvis_tui.record.step_limit import StopRecording
-from tvis_tui.record.terminations import Terminated, die_of, end_on_termination
+from tvis_tui.record.terminations import Terminated, end_on_termination
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.uncaught import (exception_text, say, show_uncaught, shown_as_python_would,
                                       usable_stderr, worker_cause)

@@ -175,6 +175,14 @@ class StepTracker:
         with self._lock:
             self._extra[key] = value
 
+    def list_extra(self, key: str, item: Any, limit: int) -> None:
+        """Add `item` to the list `extra[key]` of the current step's record, once, while the
+        list holds fewer than `limit` (the step view reads such lists; it scans no calls)."""
+        with self._lock:
+            listed = self._extra.get(key) or []
+            if item not in listed and len(listed) < limit:
+                self._extra[key] = [*listed, item]
+
     # -- boundaries ----------------------------------------------------------------------
 
     def before_optimizer_step(self, optimizer: Any) -> bool:

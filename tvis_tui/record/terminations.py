@@ -12,12 +12,10 @@ a forked DataLoader worker dies of it at once, as under python.
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 from typing import Any, Callable
 
-from tvis_tui.interrupts import pass_on_lost
+from tvis_tui.interrupts import die_of, pass_on_lost
 from tvis_tui.record import forks
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -62,15 +60,3 @@ def _pass_on_lost_terminations() -> Callable[[], None]:
     garbage-collector callback of tvis's) is raised again in the main thread, as a Ctrl-C
     is (interrupts.py): else the script would run on past the signal."""
     return pass_on_lost(lambda exc_type, exc: exc.signum if isinstance(exc, Terminated) else None)
-
-
-def die_of(signum: int) -> None:
-    """End the process by `signum` with its default action, as python would have ended."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except Exception:
-            pass
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)

@@ -1,6 +1,7 @@
 """What a step record says beyond its numbers, as the step view shows it:
 each sample's loss, the batch the loss was computed on, the BatchNorm/Dropout layers
-trained in eval mode, and a loss that broadcast its input or was fed probabilities.
+trained in eval mode, the calls that cut the graph, and a loss that broadcast its input or
+was fed probabilities.
 
 Each reads the step record's `extra` as the recorder wrote it (docs/store-format.md) and
 checks types: a damaged run leaves a finding out, it does not raise.
@@ -107,3 +108,12 @@ def chance_loss(prediction: dict[str, Any] | None, step: StepRecord | None) -> t
     if loss in CLASS_LOSSES and kind in ("classes", "tokens") and type(classes) is int and classes >= 2:
         return math.log(classes), f"ln {classes}: every class alike"
     return None
+
+
+def graph_cuts(step: StepRecord | None) -> list[tuple[int, str]]:
+    """The step's calls that cut the graph, as (seq, name), first first (record/calls.py)."""
+    listed = step.extra.get("graph_cuts") if step is not None else None
+    if not isinstance(listed, list):
+        return []
+    return [(seq, name) for seq, name in (c for c in listed if isinstance(c, list) and len(c) == 2)
+            if type(seq) is int and isinstance(name, str)]

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tvis_tui.store import CallRecord, StepRecord
+from tvis_tui.store.step_details import graph_cuts
 from tvis_tui.widgets.format import duration, phase_style
 
 
@@ -91,15 +92,6 @@ def _batch_dim(text: Text, mismatch: Any) -> None:
     steps, sequences = (mismatch["shape"][1], mismatch["shape"][0]) if first else mismatch["shape"][:2]
     text.append(f"  batch_first={first}, but the batch ({mismatch['batch']}) is dim {1 if first else 0} of "
                 f"{mismatch['shape']}: read as {sequences} sequences of {steps} steps", style="bold yellow")
-
-
-def graph_cuts(step: StepRecord | None) -> list[tuple[int, str]]:
-    """The step's calls that cut the graph, as (seq, name), first first (record/calls.py)."""
-    listed = step.extra.get("graph_cuts") if step is not None else None
-    if not isinstance(listed, list):
-        return []
-    return [(seq, name) for seq, name in (c for c in listed if isinstance(c, list) and len(c) == 2)
-            if type(seq) is int and isinstance(name, str)]
 
 
 def _first_line(message: str) -> str:
