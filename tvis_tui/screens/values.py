@@ -14,7 +14,7 @@ from textual.widgets import Footer, Static
 from tvis_tui.screens.prompt import PromptScreen
 from tvis_tui.store import RunReader, Slot
 from tvis_tui.widgets.format import shape
-from tvis_tui.widgets.picture import picture, rows
+from tvis_tui.widgets.picture import fitted_cells, picture
 from tvis_tui.widgets.tensor_picture import tensor_picture
 from tvis_tui.widgets.values_grid import ValuesGrid, default_index, format_index, parse_index, view_labels
 
@@ -83,9 +83,9 @@ class ValuesScreen(Screen):
             return
         pixels, note = drawn
         room = pane.content_size if pane.content_size.width else self.size
-        cells = min(max(room.width - 2, 1), max(4 * pixels.shape[1], 16))
-        while cells > 1 and rows(pixels.shape[0], pixels.shape[1], cells) > max(room.height - 3, 1):
-            cells -= 1
+        # Four cells a pixel column at most (a 16-pixel image is no 120-cell wall), the pane's width.
+        wanted = min(max(room.width - 2, 1), max(4 * pixels.shape[1], 16))
+        cells = fitted_cells(pixels.shape[0], pixels.shape[1], wanted, room.height - 3)
         pane.remove_children()
         pane.mount(Static(Text(note, style="dim")), picture(pixels, cells))
 

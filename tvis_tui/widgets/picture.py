@@ -97,6 +97,15 @@ def rows(height_px: int, width_px: int, width: int) -> int:
     return max(1, round(width * cell_width * height_px / max(width_px, 1) / cell_height))
 
 
+def fitted_cells(height_px: int, width_px: int, wanted: int, room_height: int) -> int:
+    """`wanted` cells wide, or narrower until the picture's height fits `room_height` rows
+    (a 1024 x 40 spectrogram drawn whole)."""
+    cells = wanted
+    while cells > 1 and rows(height_px, width_px, cells) > max(room_height, 1):
+        cells -= 1
+    return cells
+
+
 def _cell_size() -> tuple[int, int]:
     """The terminal cell's size in pixels as textual-image measured it (what its
     renderers scale by); its module is private, so a later release may move it."""

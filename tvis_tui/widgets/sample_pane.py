@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from tvis_tui.store.samples import array, image
 from tvis_tui.widgets.format import number, shape
-from tvis_tui.widgets.picture import picture, rows
+from tvis_tui.widgets.picture import fitted_cells, picture
 
 MAX_PICTURE_CELLS = 32
 """Widest picture in cells; a small image is drawn one cell per pixel column, at most this."""
@@ -244,10 +244,7 @@ class SamplePane(VerticalScroll):
 
 
 def picture_cells(height_px: int, width_px: int, room_width: int, room_height: int) -> int:
-    """How many cells wide to draw a picture: a cell per pixel column, at least
-    MIN_PICTURE_CELLS and at most MAX_PICTURE_CELLS, within the pane's width, and narrow
-    enough that its height fits the pane (a 1024 x 40 spectrogram drawn whole)."""
-    cells = min(max(width_px, MIN_PICTURE_CELLS), MAX_PICTURE_CELLS, max(room_width, MIN_PICTURE_CELLS))
-    while cells > 1 and rows(height_px, width_px, cells) > max(room_height, 1):
-        cells -= 1
-    return cells
+    """How many cells wide to draw a sample's picture: a cell per pixel column, at least
+    MIN_PICTURE_CELLS and at most MAX_PICTURE_CELLS, within the pane (`fitted_cells`)."""
+    wanted = min(max(width_px, MIN_PICTURE_CELLS), MAX_PICTURE_CELLS, max(room_width, MIN_PICTURE_CELLS))
+    return fitted_cells(height_px, width_px, wanted, room_height)
