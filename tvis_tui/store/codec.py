@@ -30,7 +30,10 @@ def pack(obj: Any) -> bytes:
 
 def text(s: str) -> bytes:
     """`s` as UTF-8, a lone surrogate escaped (`_encodable`)."""
-    return _encodable(s).encode("utf-8")
+    try:
+        return s.encode("utf-8")  # nearly always: encoded once
+    except UnicodeEncodeError:
+        return _encodable(s).encode("utf-8")
 
 
 def _encodable(obj: Any) -> Any:
