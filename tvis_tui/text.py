@@ -6,3 +6,13 @@ from __future__ import annotations
 def cut(text: str, width: int) -> str:
     """`text` at most `width` characters long, an ellipsis ending it where it was cut."""
     return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def printable(text: str) -> str:
+    """`text` with each control character written as Python writes it in a literal (`\\n`,
+    `\\x1b`): a run or script named by someone else must not move the cursor, recolour
+    the terminal or split a table row."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii")
+                   for c in text)

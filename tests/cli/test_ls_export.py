@@ -83,6 +83,17 @@ def test_ls_prints_run_and_script_names_as_is(tmp_path, capsys):
     assert "exp[bold]1" in out and "[red]y.py" in out
 
 
+def test_ls_writes_control_characters_in_names_as_escapes(tmp_path, capsys):
+    """A script named with a newline or an escape sequence keeps its row whole and cannot
+    recolour the terminal."""
+    with RunWriter(tmp_path / "runs" / "run\x1b[2J") as w:
+        w.put_meta(script="a\nb\x1b[31m.py", started_at="2026-01-01T00:00:00", status="ok")
+    assert main(["ls", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and len(out.splitlines()) == 2
+    assert "run\\x1b[2J" in out and "a\\nb\\x1b[31m.py" in out
+
+
 # -- a run whose recorder was killed: counts from the store, status as ls says ------------
 
 @pytest.fixture

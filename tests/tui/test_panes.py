@@ -231,6 +231,13 @@ async def test_picker_says_why_a_run_is_unreadable_and_moves_like_the_tree(tmp_p
         assert table.cursor_row == 0
 
 
+async def test_picker_writes_control_characters_in_run_names_as_escapes(tmp_path, healthy_run):
+    shutil.copytree(healthy_run, tmp_path / "exp\n1\x1b[2J")
+    async with opened(tmp_path) as pilot:
+        text = screen_text(pilot.app)
+        assert "exp\\n1\\x1b[2J" in text and "\x1b" not in text
+
+
 async def test_reload_of_a_run_cut_short_meanwhile_says_so_and_goes_back(tmp_path, healthy_run):
     shutil.copytree(healthy_run, tmp_path / "run")
     async with opened(tmp_path) as pilot:

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 from tvis_tui.errors import TvisError
 from tvis_tui.store.listing import human_bytes
 from tvis_tui.store.runs import UNREADABLE, RunSummary, find_runs
-from tvis_tui.text import cut
+from tvis_tui.text import cut, printable
 from tvis_tui.widgets.row_table import RowTable
 
 STATUS_STYLES = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan"}
@@ -110,8 +110,10 @@ def _cells(run: RunSummary) -> list[Text]:
     zeros would read as an empty run)."""
     size = Text(human_bytes(run.size_bytes), justify="right")
     if run.status == UNREADABLE:
-        return [Text(run.path.name), Text(run.status, style="bold red"),
-                Text(cut(run.reason or "", REASON_WIDTH), style="red"), Text(""), Text(""), Text(""), size]
-    return [Text(run.path.name), Text(run.status_text, style=STATUS_STYLES.get(run.status, "")),
-            Text(script_label(run.script)), Text(run.started.replace("T", " ")[:19]),
+        return [Text(printable(run.path.name)), Text(run.status, style="bold red"),
+                Text(cut(printable(run.reason or ""), REASON_WIDTH), style="red"),
+                Text(""), Text(""), Text(""), size]
+    return [Text(printable(run.path.name)),
+            Text(run.status_text, style=STATUS_STYLES.get(run.status, "")),
+            Text(printable(script_label(run.script))), Text(run.started.replace("T", " ")[:19]),
             Text(str(run.steps), justify="right"), Text(f"{run.calls:,}", justify="right"), size]

@@ -6,6 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tvis_tui.store.runs import UNREADABLE, RunSummary
+from tvis_tui.text import printable
 
 _STATUS_STYLE = {"ok": "green", "stopped": "yellow", "crashed": "bold red", "running": "cyan",
                  UNREADABLE: "bold magenta"}
@@ -37,8 +38,8 @@ def runs_table(runs: list[RunSummary]) -> Table:
     for run in runs:
         known = run.status != UNREADABLE
         table.add_row(
-            Text(run.path.name),
-            Text(run.script),
+            Text(printable(run.path.name)),
+            Text(printable(run.script)),
             Text(run.started.replace("T", " ")[:19]),
             Text(str(run.steps) if known else "-"),
             Text(str(run.calls) if known else "-"),
@@ -50,4 +51,4 @@ def runs_table(runs: list[RunSummary]) -> Table:
 
 def unreadable_notes(runs: list[RunSummary]) -> list[Text]:
     """`<run>: <why it cannot be read>` for each unreadable run (plain Text: no markup)."""
-    return [Text(f"{run.path.name}: {run.reason}") for run in runs if run.status == UNREADABLE]
+    return [Text(printable(f"{run.path.name}: {run.reason}")) for run in runs if run.status == UNREADABLE]
