@@ -207,6 +207,23 @@ def test_bad_files_get_one_line_each_and_the_rest_is_checked(script, tmp_path, c
     assert "TV001" in out and out.splitlines()[-1].endswith("3 files could not be checked")
 
 
+def test_a_folder_that_cannot_be_listed_is_named_not_skipped(script, tmp_path, capsys, monkeypatch):
+    """Someone else's 700 folder on a shared box (chmod does not stop root, so the refusal
+    is stood in for): its files were not checked, and the output must say so."""
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "leak.py").write_text(LEAKY)
+    listing = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path).endswith("private"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return listing(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, out, _ = run(capsys, "--ignore", "TV001", tmp_path)
+    assert code == 1
+    assert f"{tmp_path / 'private'}:1:1: E000 cannot read folder: Permission denied" in out
+
+
 @pytest.mark.parametrize("source, said", [
     ('import torch\nprint "hi"\n', "2:1: E000 syntax error: Missing parentheses in call to 'print'"),
     ("import torch\n\tx = 1\n", "2:1: E000 syntax error: unexpected indent"),

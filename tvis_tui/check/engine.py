@@ -27,15 +27,23 @@ class CheckResult:
     files_checked: int = 0
 
 
-def collect_files(paths: Sequence[str]) -> list[tuple[Path, str]]:
-    """(path, display path) for every .py file named or under a named folder, sorted."""
+def collect_files(paths: Sequence[str],
+                  unreadable: list[FileProblem] | None = None) -> list[tuple[Path, str]]:
+    """(path, display path) for every .py file named or under a named folder, sorted; a
+    folder that cannot be listed is added to `unreadable` (its files were not checked, and
+    saying nothing would read as "no findings there")."""
     found: dict[str, Path] = {}
+
+    def skipped(exc: OSError) -> None:
+        if unreadable is not None:
+            unreadable.append(FileProblem(str(exc.filename),
+                                          f"cannot read folder: {exc.strerror or exc}"))
     for raw in paths:
         path = Path(raw)
         if path.is_file():
             found[raw] = path
         elif path.is_dir():
-            for folder, dirs, files in os.walk(path):
+            for folder, dirs, files in os.walk(path, onerror=skipped):
                 dirs[:] = sorted(d for d in dirs
                                  if not d.startswith(".") and d not in SKIPPED_DIRS)
                 for name in files:
@@ -97,7 +105,7 @@ def check_paths(paths: Sequence[str], rules: Sequence[type[Rule]],
     """Check files and folders; unreadable or unparsable files become per-file problems."""
     sources: list[SourceFile] = []
     problems: list[FileProblem] = []
-    for path, display in collect_files(paths):
+    for path, display in collect_files(paths, problems):
         loaded = load(path, display)
         (problems if isinstance(loaded, FileProblem) else sources).append(loaded)
     result = check_sources(sources, rules, config)
