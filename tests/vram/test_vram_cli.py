@@ -102,6 +102,9 @@ def test_gpu_memory_flag_sets_usable_memory(script, capsys):
     (["--params", "many"], "--params 'many'"),
     (["--optimizer", "adamx"], "--optimizer 'adamx': unknown; one of sgd, sgd-momentum"),
     (["--batch-size", "0"], "--batch-size 0"),
+    # past int32 the arithmetic left float range (robustness sweep: a traceback)
+    (["--batch-size", "2147483648"], "--batch-size 2,147,483,648: must be from 1 to 2,147,483,647"),
+    (["--seq-len", "1" + "0" * 400], "--seq-len a 401-digit number: must be from 1 to"),
 ])
 def test_bad_options_are_one_line_errors(script, capsys, argv, needle):
     assert main(["vram", script("mlp"), *argv]) == 2
@@ -136,3 +139,4 @@ def test_gpus_lists_at_least_25_with_usable_memory(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) >= 25
     assert all(0 < r["usable_bytes"] <= r["memory_gib"] * 1.1 * GIB for r in rows)
+

@@ -64,9 +64,14 @@ def _optimizer(name: str) -> str:
     return key
 
 
+LARGEST_SIZE = 2**31 - 1
+"""Past int32, no loader or sequence is real and the arithmetic leaves float range."""
+
+
 def _positive(name: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise TvisError(f"{name} {value}: must be 1 or more")
+    if value is not None and not 1 <= value <= LARGEST_SIZE:
+        shown = f"{value:,}" if len(str(value)) <= 30 else f"a {len(str(abs(value)))}-digit number"
+        raise TvisError(f"{name} {shown}: must be from 1 to {LARGEST_SIZE:,}")
 
 
 OVERRIDES = ("batch_size", "seq_len", "dtype", "optimizer", "params")
