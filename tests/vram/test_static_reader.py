@@ -188,3 +188,73 @@ def test_optimizer_state_covers_what_each_optimizer_steps(write, optimizers, sta
     est = estimate(write("split.py", _split(optimizers)))
     assert est.breakdown["optimizer_state"] == state
     assert est.breakdown["parameters"] == (BODY + HEAD) * 4
+
+
+def test_a_property_is_read_as_its_value_not_its_method(write):
+    """`nn.Embedding(tok.vocab_size, 8)` with vocab_size a @property (the bundled char LM):
+    the reader calls the getter; a setter of the same name does not replace it."""
+    est = estimate(write("prop.py", """\
+        import torch
+        from torch import nn
+
+        class Tok:
+            def __init__(self, chars):
+                self.chars = chars
+                self._dim = 8
+
+            @property
+            def vocab_size(self):
+                return len(self.chars)
+
+            @property
+            def dim(self):
+                return self._dim
+
+            @dim.setter
+            def dim(self, value):
+                self._dim = value
+
+        tok = Tok("abcdefghij")
+        model = nn.Embedding(tok.vocab_size, tok.dim)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            loss = model(torch.zeros(4, 16, dtype=torch.long)).sum()
+            loss.backward()
+            opt.step()
+        """))
+    assert est.breakdown["parameters"] == 10 * 8 * 4
+
+
+@pytest.mark.parametrize("item, loop", [
+    ("torch.randn(3, self.size, self.size), torch.randint(10, ())", "x, y in loader:"),
+    ("torch.randn(3, self.size, self.size)", "x in loader:"),
+    ("[torch.randn(3, self.size, self.size), 1]", "x, _ in loader:"),
+    ("{'image': torch.randn(3, self.size, self.size)}", "b in loader:\n            x = b['image']"),
+])
+def test_a_scripts_own_dataset_is_followed_to_its_items_shape(write, item, loop):
+    est = estimate(write("ds.py", f"""\
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, Dataset
+
+        class Noise(Dataset):
+            def __init__(self, n, size):
+                self.n, self.size = n, size
+
+            def __len__(self):
+                return self.n
+
+            def __getitem__(self, i):
+                return {item}
+
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+        loader = DataLoader(Noise(1000, 64), batch_size=128, shuffle=True)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for {loop}
+            loss = model(x).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """))
+    assert est.facts.inputs[0].shape == (128, 3, 64, 64)
+    assert est.breakdown["activations"] >= 128 * 16 * 64 * 64 * 4  # the conv's output, kept

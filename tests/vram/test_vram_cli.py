@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,10 @@ def test_gpus_lists_at_least_25_with_usable_memory(capsys):
     assert len(rows) >= 25
     assert all(0 < r["usable_bytes"] <= r["memory_gib"] * 1.1 * GIB for r in rows)
 
+
+@pytest.mark.parametrize("example", ["image_classifier", "char_lm"])
+def test_the_bundled_examples_are_estimated(example, capsys):
+    root = Path(__file__).resolve().parents[2]
+    assert main(["vram", str(root / "examples" / example / "train.py"), "--gpu", "a100-40gb"]) == 0
+    out = capsys.readouterr().out
+    assert "fits" in out and "suggestions:" in out

@@ -79,7 +79,7 @@ class Api:
             if name in obj.attrs:
                 return obj.attrs[name]
             if obj.cls is not None and name in obj.cls.methods:
-                return Function(obj.cls.methods[name], obj.cls.scope, obj)
+                return self._method(obj, name)
             if obj.cls is not None and name in obj.cls.fields:
                 return obj.cls.fields[name]
             return Native(name, torchlib.module_method, obj)
@@ -87,7 +87,7 @@ class Api:
             if name in obj.attrs:
                 return obj.attrs[name]
             if obj.cls is not None and name in obj.cls.methods:
-                return Function(obj.cls.methods[name], obj.cls.scope, obj)
+                return self._method(obj, name)
             if obj.cls is not None and name in obj.cls.fields:
                 return obj.cls.fields[name]
             return Native(name, torchlib.object_method, obj)
@@ -104,6 +104,11 @@ class Api:
         if isinstance(obj, Unknown):
             return obj
         return builtins.python_attr(obj, name)
+
+    def _method(self, obj: Module | Instance, name: str) -> Any:
+        """A script class's method bound to `obj`; a property's value (its getter called)."""
+        bound = Function(obj.cls.methods[name], obj.cls.scope, obj)
+        return self.interp.call_function(bound, [], {}) if name in obj.cls.properties else bound
 
     def setattr(self, obj: Any, name: str, value: Any, node: Node) -> None:
         value = self.facts.override(name, value)

@@ -143,11 +143,16 @@ class Interp:
             if base.type != "keyword_argument":
                 bases.append(self.eval(base, scope))
         body = node.child_by_field_name("body")
-        methods, fields = {}, {}
+        methods, fields, properties = {}, {}, set()
         for stmt in named(body) if body is not None else []:
             target = stmt.child_by_field_name("definition") if stmt.type == "decorated_definition" else stmt
             if target is not None and target.type == "function_definition":
+                kind = _decorated_as(stmt) if stmt is not target else None
+                if kind == "accessor":
+                    continue  # `@x.setter`: reading `x` still calls the getter
                 methods[text(target.child_by_field_name("name"))] = target
+                if kind == "property":
+                    properties.add(text(target.child_by_field_name("name")))
             elif stmt.type == "expression_statement" and named(stmt)[0].type == "assignment":
                 assign = named(stmt)[0]
                 right = assign.child_by_field_name("right")
@@ -157,10 +162,11 @@ class Interp:
         is_module = any(self.api.is_module_base(b) for b in bases)
         for base in bases:
             if isinstance(base, UserClass):
+                properties |= base.properties - methods.keys()
                 methods = {**base.methods, **methods}
                 fields = {**base.fields, **fields}
         scope.set(name, UserClass(name, node, bases, methods, fields, is_module,
-                                  "dataclass" in " ".join(decorators), scope))
+                                  "dataclass" in " ".join(decorators), scope, frozenset(properties)))
 
     def _s_decorated_definition(self, node: Node, scope: Scope) -> None:
         definition = node.child_by_field_name("definition")
@@ -323,3 +329,17 @@ class Interp:
             return None
         self.tick()
         return expr.evaluate(self, node, scope)
+
+
+def _decorated_as(definition: Node) -> str | None:
+    """"property" for a getter (`@property`, `@cached_property`), "accessor" for its
+    `@x.setter` or `@x.deleter`, None for any other decorated function."""
+    for decorator in named(definition):
+        if decorator.type != "decorator":
+            continue
+        said = text(decorator).lstrip("@").strip()
+        if said.rsplit(".", 1)[-1] in ("property", "cached_property"):
+            return "property"
+        if said.endswith((".setter", ".deleter")):
+            return "accessor"
+    return None

@@ -10,7 +10,7 @@ from tvis_tui.vram import known_models, layers
 from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.values import (ITEMSIZE, UNKNOWN, Context, DType, Instance, Loader, Module,
-                                  Native, Optimizer, Param, Ref, Tensor, Unknown)
+                                  Function, Native, Optimizer, Param, Ref, Tensor, Unknown)
 
 _ALIASES = {"torch.float": "float32", "torch.half": "float16", "torch.double": "float64",
             "torch.long": "int64", "torch.int": "int32"}
@@ -107,6 +107,8 @@ def _data(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
         dataset = args[0] if args else kwargs.get("dataset")
         batch = api.facts.override("batch_size", kwargs.get(
             "batch_size", args[1] if len(args) > 1 else 1))
+        if isinstance(dataset, Instance):
+            return Loader(batch, _first_item(api, dataset), at)
         if not isinstance(dataset, Loader):
             return Loader(batch, UNKNOWN, at)
         return Loader(batch, dataset.sample, at, dataset.tensors)
@@ -117,6 +119,24 @@ def _data(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
     if name in _DATASETS:
         return Loader(None, (Tensor(_DATASETS[name]), Tensor((), "int64")), at)
     return _NOT_MINE
+
+
+def _first_item(api: Any, dataset: Instance) -> Any:
+    """A script's own Dataset's item 0, read by following its `__getitem__` (tensors made
+    there are data, not part of the training step: they stay off the tape)."""
+    if dataset.cls is None or "__getitem__" not in dataset.cls.methods:
+        return UNKNOWN
+    tape = api.tape
+    outer = tape.ops
+    tape.ops = []
+    try:
+        item = api.interp.call_function(
+            Function(dataset.cls.methods["__getitem__"], dataset.cls.scope, dataset), [0], {})
+    finally:
+        tape.ops = outer
+    if isinstance(item, list):
+        return tuple(item)
+    return item if isinstance(item, (Tensor, tuple, dict)) else UNKNOWN
 
 
 def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
@@ -264,9 +284,15 @@ def batch_of(api: Any, loader: Loader) -> Any:
     if not isinstance(batch, int):
         batch = api.facts.guess_batch_size()
     sample = loader.sample
+
+    def batched(t: Any) -> Any:  # what default_collate makes of one field of the samples
+        return Tensor((batch,) + t.shape, t.dtype) if isinstance(t, Tensor) else UNKNOWN
+    if isinstance(sample, Tensor):
+        return batched(sample)
     if isinstance(sample, tuple):
-        return tuple(Tensor((batch,) + t.shape, t.dtype) if isinstance(t, Tensor) else UNKNOWN
-                     for t in sample)
+        return tuple(batched(t) for t in sample)
+    if isinstance(sample, dict):
+        return {key: batched(t) for key, t in sample.items()}
     return api.facts.batch_hint(batch)
 
 

@@ -128,6 +128,8 @@ class UserClass:
     is_module: bool
     is_dataclass: bool
     scope: Any = None
+    properties: frozenset[str] = frozenset()
+    """Methods decorated as properties: reading one calls it."""
 
 
 @dataclass(eq=False)
