@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import numpy as np
 import pytest
 
 from tvis_tui.cli import main
 from tvis_tui.store import CallRecord, RunWriter, Site, Slot, StepRecord, TensorStats
+from tvis_tui.store.processes import identity
 
 
 @pytest.fixture
@@ -125,3 +128,18 @@ def test_export_reports_the_status_ls_shows(killed_run, capsys, fmt):
     out = capsys.readouterr().out
     meta = json.loads(out.splitlines()[0]) if fmt == "jsonl" else json.loads(out)["meta"]
     assert meta["status"] == "stopped"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times: Linux")
+@pytest.mark.parametrize("recorded, status", [("same", "running"), ("other", "stopped")])
+def test_a_killed_runs_pid_taken_by_another_process_does_not_read_running(
+        tmp_path, capsys, recorded, status):
+    """The recorder was SIGKILLed and its pid went to a later process (here: this test's
+    own, which is alive): the run must not read "running" for as long as that one lives."""
+    me = os.getpid()
+    process = identity(me) if recorded == "same" else "0f0f0f0f-old-boot:12345"
+    with RunWriter(tmp_path / "runs" / "r") as w:
+        w.put_meta(script="train.py", started_at="2026-01-01T00:00:00", status="running",
+                   pid=me, host=socket.gethostname(), process=process)
+    assert main(["ls", str(tmp_path / "runs")]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == status

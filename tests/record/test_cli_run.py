@@ -303,6 +303,8 @@ def test_a_script_s_own_sigterm_handler_runs_as_under_python(tmp_path):
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigkill_leaves_a_consistent_run(tmp_path):
     proc = _run_until_step(tmp_path, 200)  # long enough for several commits
+    with RunReader(tmp_path / "runs" / "e") as run:
+        assert run_status(run.meta()) == "running"  # its pid and start time are the recorder's
     proc.kill()
     proc.wait(timeout=30)
     with RunReader(tmp_path / "runs" / "e") as run:

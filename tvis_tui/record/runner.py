@@ -35,6 +35,7 @@ from tvis_tui.record.terminations import Terminated, end_on_termination
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.uncaught import (exception_text, say, show_uncaught, shown_as_python_would,
                                       usable_stderr, worker_cause)
+from tvis_tui.store import processes
 from tvis_tui.store.reader import RunReader
 from tvis_tui.store.records import Site
 from tvis_tui.store.runs import claim_run_path
@@ -376,6 +377,7 @@ def _start_meta(target: Target, script: str, options: Options) -> dict[str, Any]
         "started_at": _now(),
         "status": "running",
         "pid": os.getpid(),
+        "process": processes.identity(os.getpid()),
         "host": socket.gethostname(),
         "step_limit": options.steps,
         "max_tensor_bytes": options.max_tensor_bytes,

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tvis_tui.errors import TvisError
-from tvis_tui.store import layout
+from tvis_tui.store import layout, processes
 from tvis_tui.store.reader import RunReader
 
 STATUSES = ("ok", "stopped", "crashed", "running")
@@ -82,7 +82,8 @@ def run_status(meta: dict) -> str:
     status = meta.get("status", "running")
     if status != "running":
         return status if status in STATUSES else "stopped"
-    if meta.get("host") == socket.gethostname() and _pid_alive(meta.get("pid")):
+    if meta.get("host") == socket.gethostname() and processes.alive(meta.get("pid"),
+                                                                     meta.get("process")):
         return "running"
     return "stopped"
 
@@ -102,18 +103,6 @@ def stop_reason(meta: dict) -> str | None:
 def incomplete_reason(meta: dict) -> str | None:
     """"store incomplete" when writes to the store failed while recording, else None."""
     return "store incomplete" if meta.get("incomplete") else None
-
-
-def _pid_alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def summarize(path: Path) -> RunSummary:

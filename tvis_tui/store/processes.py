@@ -1,0 +1,42 @@
+"""Telling whether the process that records a run is still that process.
+
+A run killed without closing (SIGKILL, OOM killer, power loss) still says "running" on
+disk. Its pid alone cannot tell: pids are reused, and on a busy box another process soon
+holds it, so the run would read "running" forever. The pid's start time (Linux: field 22
+of /proc/PID/stat, clock ticks since boot) together with the boot's id names one process
+for good."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def identity(pid: int) -> str | None:
+    """`<boot id>:<start ticks>` of process `pid`, or None where the system does not tell
+    (not Linux, no /proc, the process gone)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count from its end.
+    fields = stat[stat.rfind(")") + 2:].split()
+    return f"{boot}:{fields[19]}" if len(fields) > 19 else None
+
+
+def alive(pid: object, recorded_identity: object = None) -> bool:
+    """Whether process `pid` exists and, where the run recorded its identity, is that
+    process and not a later one given the same pid."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: it exists
+    if not isinstance(recorded_identity, str):
+        return True  # a run recorded before identities were, or off Linux
+    now = identity(pid)
+    return now is None or now == recorded_identity
