@@ -161,3 +161,18 @@ async def test_the_parameter_names_stay_in_view_as_the_steps_scroll(tmp_path):
         header = next(line for line in lines if line.startswith("│ parameter"))
         assert "‹step 3" in header and "step 1 " not in header  # scrolled past steps 1 and 2
         assert any(line.startswith("│ G.fc.weight") and "1  " in line for line in lines)
+
+
+async def test_brackets_move_the_steps_shown_and_the_selected_parameter_stays(tmp_path):
+    async with opened(_long_run(tmp_path / "run", 130), 60, size=(120, 30)) as pilot:
+        await press(pilot, "w", "down", "down")
+        table = pilot.app.screen.query_one(RowTable)
+        assert "steps 35-84 of 130" in screen_text(pilot.app) and table.cursor_row == 2
+        await press(pilot, "right_square_bracket")
+        assert "steps 81-130 of 130" in screen_text(pilot.app)  # the last ones, not past them
+        columns = [c.label.plain for c in table.ordered_columns]
+        assert columns[-1] == "step 130" and table.cursor_row == 2
+        await press(pilot, "right_square_bracket", "left_square_bracket", "left_square_bracket")
+        assert "steps 1-50 of 130" in screen_text(pilot.app)
+        await press(pilot, "m")
+        assert table.cursor_row == 2

@@ -44,6 +44,8 @@ class ParamsScreen(Screen[None]):
     BINDINGS = [
         Binding("escape,q,w", "close", "Back to the call"),
         Binding("m", "next_measure", "Gradient norm / update÷weight / weight norm"),
+        Binding("left_square_bracket", "shift_steps(-1)", f"The {SHOWN_STEPS} steps before"),
+        Binding("right_square_bracket", "shift_steps(1)", f"The {SHOWN_STEPS} steps after"),
     ]
 
     def __init__(self, reader: RunReader, step: int | None = None) -> None:
@@ -52,6 +54,7 @@ class ParamsScreen(Screen[None]):
         self.step = step  # the step the view was opened from: its column is marked
         self.measure = "grad"  # a key of MEASURES
         self.history: ParamHistory | None = None
+        self.first_shown: int | None = None  # index of the first step column; None: around `step`
 
     def compose(self) -> ComposeResult:
         yield Static(id="params-title")
@@ -83,7 +86,8 @@ class ParamsScreen(Screen[None]):
             title.append(f"  (m: {MEASURES[self._next_measure()][0]})", style="dim")
             shown, steps = self._shown_steps(), self.history.steps if self.history is not None else []
             if len(shown) < len(steps):  # the trend column covers them all
-                title.append(f"  steps {shown[0]}-{shown[-1]} of {len(steps)}", style="dim")
+                title.append(f"  steps {shown[0]}-{shown[-1]} of {len(steps)} ([ ] earlier/later)",
+                             style="dim")
             if self.history is not None and self.history.not_stepped:
                 lost, count = list(self.history.not_stepped), max(self.history.not_stepped_count, 1)
                 title.append(f"\n{count} parameter{'s' if count > 1 else ''} got gradients that no "
@@ -98,6 +102,7 @@ class ParamsScreen(Screen[None]):
 
     def _table(self) -> None:
         table = self.query_one(RowTable)
+        selected = table.cursor_row  # the same parameter stays selected across `m`, `[`, `]`
         table.clear(columns=True)
         history = self.history
         if history is None or not history.names:
@@ -128,13 +133,26 @@ class ParamsScreen(Screen[None]):
                 if (name, step) in history.carried:  # this step applied earlier steps' gradient too
                     cell.stylize("yellow")
             table.add_row(label, _trend(points, value_of), *cells)
+        table.move_cursor(row=selected)
 
     def _shown_steps(self) -> list[int]:
-        """Up to SHOWN_STEPS steps, the one the view was opened from among them."""
+        """Up to SHOWN_STEPS steps: at first around the one the view was opened from,
+        then where `[` and `]` moved them."""
         steps = self.history.steps if self.history is not None else []
-        at = steps.index(self.step) if self.step in steps else 0
-        start = max(0, min(at - SHOWN_STEPS // 2, len(steps) - SHOWN_STEPS))
-        return steps[start:start + SHOWN_STEPS]
+        if self.first_shown is None:
+            at = steps.index(self.step) if self.step in steps else 0
+            self.first_shown = at - SHOWN_STEPS // 2
+        self.first_shown = max(0, min(self.first_shown, len(steps) - SHOWN_STEPS))
+        return steps[self.first_shown:self.first_shown + SHOWN_STEPS]
+
+    def action_shift_steps(self, direction: int) -> None:
+        if self.history is None or len(self.history.steps) <= SHOWN_STEPS:
+            return
+        before = self._shown_steps()
+        self.first_shown = (self.first_shown or 0) + direction * SHOWN_STEPS
+        if self._shown_steps() != before:
+            self._title()
+            self._table()
 
     def _next_measure(self) -> str:
         names = list(MEASURES)
