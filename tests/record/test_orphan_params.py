@@ -83,3 +83,45 @@ for step in range(4):
 """)
     assert code == 0
     assert not [c.extra for c in _optimizer_calls(run) if "not_stepped" in c.extra]
+
+
+BARE = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+class Trainer:
+    def __init__(self):
+        self.net = nn.Linear(4, 3)
+        self.log_scale = nn.Parameter(torch.zeros(()))  # a learned loss weight, no module
+        self.opt = torch.optim.SGD({params}, lr=0.1)
+
+    def fit(self):
+        temperature = nn.Parameter(torch.ones(()))  # learned too, in the loop's own locals
+        {temperature_in_opt}
+        for step in range(2):
+            self.opt.zero_grad()
+            logits = self.net(torch.randn(6, 4)) / temperature
+            loss = nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2] * 2))
+            (loss * self.log_scale.exp()).backward()
+            self.opt.step()
+
+Trainer().fit()
+"""
+
+
+def test_a_bare_parameter_the_stepping_code_sees_is_named_when_no_optimizer_steps_it(run_inprocess):
+    code, run = run_inprocess(BARE.format(params="self.net.parameters()", temperature_in_opt="pass"))
+    assert code == 0
+    calls = _optimizer_calls(run)
+    assert [(sorted(c.extra["not_stepped"]), c.extra["not_stepped_count"]) for c in calls] == \
+        [(["log_scale", "temperature"], 2)] * 2
+
+
+def test_bare_parameters_an_optimizer_steps_are_not_reported(run_inprocess):
+    code, run = run_inprocess(BARE.format(
+        params="[*self.net.parameters(), self.log_scale]",
+        temperature_in_opt="self.opt.add_param_group({'params': [temperature]})"))
+    assert code == 0
+    calls = _optimizer_calls(run)
+    assert len(calls) == 2 and not [c.extra for c in calls if "not_stepped" in c.extra]

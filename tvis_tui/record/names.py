@@ -196,7 +196,7 @@ def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
         return None
     # Not a loop's variable (`for member in models:`): it names each model in turn.
     passing = bound_in_loops(caller.f_code)
-    scope = {n: v for n, v in _scope(caller).items()
+    scope = {n: v for n, v in visible_names(caller).items()
              if n not in passing and n != "self" and not n.startswith("_")}
     name = next((n for n, v in scope.items() if v is root), None)
     same_class = {id(v) for v in scope.values()
@@ -224,7 +224,7 @@ def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
     return None
 
 
-def _scope(frame: FrameType) -> dict[str, Any]:
+def visible_names(frame: FrameType) -> dict[str, Any]:
     """The names code in `frame` sees: its locals, `self`'s attributes, its globals (nearest
     first), read without running the script's code (no properties, no __getattr__)."""
     scope = dict(frame_locals(frame))

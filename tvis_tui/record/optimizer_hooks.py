@@ -19,7 +19,7 @@ import torch
 
 from tvis_tui.record.calls import OPTIMIZER_STEP_CODE, running_frame
 from tvis_tui.record.hook_base import HookBase, eager
-from tvis_tui.record.orphan_params import orphans
+from tvis_tui.record.orphan_params import bare_parameters, orphans
 from tvis_tui.record.updates import NAMES_LISTED, given_names, named, params as optimizer_params
 
 
@@ -29,6 +29,8 @@ class OptimizerHooks(HookBase):
     # backward has made the gradients this step starts from.
     _closure_steps: dict[int, Any]
     _step_loop: Callable[[FrameType], Any]  # Recorder's
+    # The bare nn.Parameters the code calling the open step() sees, by name (orphan_params).
+    _bare_params: dict[str, torch.nn.Parameter]
 
     def _optimizer_init(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> None:
         original(opt, *args, **kwargs)
@@ -62,6 +64,7 @@ class OptimizerHooks(HookBase):
                              phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
                              def_site=self.sites.def_site(type(opt), "step"), extra=extra,
                              frame=running_frame(frame, OPTIMIZER_STEP_CODE))
+        self._bare_params = bare_parameters(self.sites.user_frame(frame))  # checked as the step ends
         if closure is None:
             self._put_gradients(call.record.seq, opt)
         else:  # .grad still holds the last step's: the closure computes this step's
@@ -89,9 +92,13 @@ class OptimizerHooks(HookBase):
         if call is not None:
             self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
             extra = self.updates.after_step(opt, call.record.seq)
-            lost = orphans(self.names.roots(), self.steps.optimizers)
+            bare, self._bare_params = self._bare_params, {}
+            lost = orphans(self.names.roots(), self.steps.optimizers, bare.values())
             if lost:
-                extra.update(named("not_stepped", self.names.names_of(lost[:NAMES_LISTED]), len(lost)))
+                called = {id(p): name for name, p in bare.items()}
+                shown = lost[:NAMES_LISTED]
+                extra.update(named("not_stepped", self.names.names_of(
+                    shown, [called.get(id(p)) for p in shown]), len(lost)))
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, self.names.with_gradients(ps, given_names(opt)), role="param", extra=extra)
         self.stale.after_step(ps)
