@@ -128,3 +128,36 @@ finally:
     proc = tvis_cli("run", "--steps", "2", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
     assert proc.returncode == 1 and "OSError: checkpoint disk full" in proc.stderr
     assert "StopRecording" not in proc.stderr and "During handling" not in proc.stderr
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_script_ending_with_os_exit_keeps_its_steps_and_its_exit_status(tmp_path, status):
+    # Nothing after os._exit runs: the run was left as the writer thread had last
+    # committed it, "stopped" with no steps (robustness sweep).
+    script = write_script(tmp_path, STEPS_THEN.format(then=f"""
+pid = os.fork()  # a child's os._exit passes through: the run is its parent's
+if pid == 0:
+    os._exit(7)
+print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+try:
+    os._exit({status})
+finally:
+    print("never printed")
+"""))
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=tvis_env(), capture_output=True,
+                           text=True, timeout=60)
+    proc = tvis_cli("run", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
+    assert proc.returncode == plain.returncode == status
+    assert proc.stdout == plain.stdout == "child exit 7\n"
+    said = [line for line in proc.stderr.splitlines() if line.startswith("tvis:")]
+    with RunReader(tmp_path / "runs" / "r") as run:
+        meta = run.meta()
+        assert meta["steps_recorded"] == 3 and len(run.steps()) == 3
+        if status == 0:
+            assert said == ["tvis: recorded 3 steps (ok); run saved to runs/r"]
+            assert meta["status"] == "ok"
+        else:
+            assert said == [f"tvis: train.py:13: the script called os._exit(3): exit status 3 "
+                            "(run saved to runs/r)"]
+            assert (meta["status"], meta["exception"]) == ("crashed", "os._exit(3)")
+            assert meta["failing_site"] == f"{script}:13"

@@ -198,10 +198,10 @@ class Recorder(ModuleHooks, OptimizerHooks, BackwardHooks, BatchHooks, FunctionH
         threading.excepthook = excepthook
         self._undo.append(lambda: setattr(threading, "excepthook", previous))
 
-    def abandon(self, error: BaseException) -> None:
+    def abandon(self, error: BaseException | None) -> None:
         """Close the calls that `error` left open (they end with it as their error; at the
-        step limit, tvis's own StopRecording, they are unfinished). Not in a process the
-        script forked: the store is its parent's."""
+        step limit, tvis's own StopRecording, or with no error, they are unfinished). Not
+        in a process the script forked: the store is its parent's."""
         if self.in_recording_process():
             self._guard(self.log.abandon, None if isinstance(error, StopRecording) else error)
 

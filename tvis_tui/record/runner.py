@@ -25,6 +25,7 @@ import torch
 from tvis_tui.errors import TvisError
 from tvis_tui.interrupts import die_of
 from tvis_tui.record.calls import first_line
+from tvis_tui.record.hard_exit import close_run_first
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
 from tvis_tui.record.recorder import Recorder
@@ -130,11 +131,20 @@ def record(target: Target, options: Options) -> int:
         recorder.warn(rank_problem)
     outcome = _Outcome()
     undo_terminations = end_on_termination()
+
+    def hard_exit(status: int, frame: types.FrameType | None) -> None:
+        undo_terminations()
+        recorder.abandon(None)
+        _exited_at_once(status, frame, outcome, recorder)
+        _report(outcome, path, recorder.close(**outcome.meta, ended_at=_now(), device=_device()),
+                recorder.warnings, recorder.writer)
+    undo_hard_exit = close_run_first(hard_exit)
     try:
         recorder.install()
         _execute(target, script, outcome, recorder)
     finally:
         undo_terminations()  # from here a SIGTERM kills at once, as under python
+        undo_hard_exit()
         if recorder.in_recording_process():
             steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
         else:
@@ -289,6 +299,21 @@ def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
                 failing_site=f"{site.file}:{site.line}" if site else None)
     where = f"{_display(site.file)}:{site.line}: " if site else ""
     outcome.summary = f"{where}the script called sys.exit({code!r}): exit status {status}"
+
+
+def _exited_at_once(status: int, frame: types.FrameType | None, outcome: _Outcome,
+                    recorder: Recorder) -> None:
+    """os._exit(status) (hard_exit.py): 0 is a clean end, as sys.exit(0) is; any other
+    status ended the script as a failure, at the line that called it."""
+    status &= 0xFF  # what the process's parent sees
+    if status == 0:
+        outcome.set("ok", 0)
+        return
+    user = recorder.sites.user_frame(frame)
+    site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
+    outcome.set("crashed", status, exception=f"os._exit({status})", failing_site=site)
+    where = f"{_display(user.f_code.co_filename)}:{user.f_lineno}: " if user is not None else ""
+    outcome.summary = f"{where}the script called os._exit({status}): exit status {status}"
 
 
 def _display(path: str) -> str:
