@@ -157,7 +157,7 @@ finally:
             assert said == ["tvis: recorded 3 steps (ok); run saved to runs/r"]
             assert meta["status"] == "ok"
         else:
-            assert said == [f"tvis: train.py:13: the script called os._exit(3): exit status 3 "
+            assert said == ["tvis: train.py:13: the script called os._exit(3): exit status 3 "
                             "(run saved to runs/r)"]
             assert (meta["status"], meta["exception"]) == ("crashed", "os._exit(3)")
             assert meta["failing_site"] == f"{script}:13"
