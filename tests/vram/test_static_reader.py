@@ -258,3 +258,37 @@ def test_a_scripts_own_dataset_is_followed_to_its_items_shape(write, item, loop)
         """))
     assert est.facts.inputs[0].shape == (128, 3, 64, 64)
     assert est.breakdown["activations"] >= 128 * 16 * 64 * 64 * 4  # the conv's output, kept
+
+
+@pytest.mark.parametrize("heads", [
+    "{name: nn.Linear(32, out) for name, out in TASKS.items()}",
+    "{name: nn.Linear(32, TASKS[name]) for name in TASKS.keys()}",
+    "{name: nn.Linear(32, out) for name, out in zip(TASKS, TASKS.values())}",
+    "{str(i): nn.Linear(32, out) for i, out in enumerate(TASKS.values())}",
+])
+def test_heads_built_from_a_dicts_views_are_counted(write, heads):
+    """A comprehension over `.items()` (a view, not a list) gave no heads at all, with
+    high confidence (sweep P)."""
+    est = estimate(write("heads.py", f"""\
+        import torch
+        from torch import nn
+        TASKS = {{"a": 1, "b": 10}}
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.trunk = nn.Linear(32, 32)
+                self.heads = nn.ModuleDict({heads})
+
+            def forward(self, x):
+                h = self.trunk(x)
+                return sum(head(h).sum() for head in self.heads.values())
+
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(4, 32)).backward()
+            opt.step()
+        """))
+    assert est.breakdown["parameters"] == (32 * 32 + 32 + 32 * 1 + 1 + 32 * 10 + 10) * 4
