@@ -292,3 +292,32 @@ def test_heads_built_from_a_dicts_views_are_counted(write, heads):
             opt.step()
         """))
     assert est.breakdown["parameters"] == (32 * 32 + 32 + 32 * 1 + 1 + 32 * 10 + 10) * 4
+
+
+@pytest.mark.parametrize("argv, hidden, batch", [
+    ((), 16, 8),
+    (("--hidden", "4096"), 4096, 8),
+    (("--hidden=4096", "--bs", "32", "--wide", "--unknown", "x"), 8192, 32),  # width doubled
+    (("--hidden", "not-a-number"), 16, 8),  # argparse refuses it: the defaults stay
+])
+def test_script_args_are_what_parse_args_returns(write, argv, hidden, batch):
+    est = estimate(write("args.py", """\
+        import argparse
+        import torch
+        from torch import nn
+        p = argparse.ArgumentParser()
+        p.add_argument("--hidden", type=int, default=16)
+        p.add_argument("--batch-size", "--bs", type=int, default=8)
+        p.add_argument("--wide", action="store_true")
+        args = p.parse_args()
+        width = args.hidden * 2 if args.wide else args.hidden
+        model = nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(args.batch_size, 64)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """), Settings(script_args=argv))
+    assert est.breakdown["parameters"] == (64 * hidden + hidden + hidden + 1) * 4
+    assert est.facts.inputs[0].shape == (batch, 64)

@@ -124,3 +124,47 @@ def test_suggestions_under_trace_never_exceed_the_traced_peak(write, tvis, gpu, 
         peaks = [peak] + [s["peak_after_bytes"] for s in fixes]
         assert all(s["saves_bytes"] == a - b for s, a, b in zip(fixes, peaks, peaks[1:]))
     assert all(0 < s["peak_after_bytes"] < peak for s in fixes)
+
+
+ARGS = """\
+import argparse
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+p = argparse.ArgumentParser()
+p.add_argument("--hidden", type=int, default=16)
+p.add_argument("--batch-size", type=int, default=8)
+args = p.parse_args()
+model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
+opt = torch.optim.Adam(model.parameters())
+data = TensorDataset(torch.randn(4 * args.batch_size, 64))
+loader = DataLoader(data, batch_size=args.batch_size, num_workers=2, persistent_workers=True)
+for epoch in range(3):
+    for (x,) in loader:
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print("loss", float(loss))
+        torch.save(model.state_dict(), "checkpoint.pt")
+"""
+
+
+def test_a_script_with_workers_checkpoints_and_prints_traces_to_clean_json(write, tvis, tmp_path,
+                                                                          monkeypatch):
+    """Its workers load in the traced process, its torch.save is skipped (fake tensors
+    cannot be pickled; a real checkpoint must not be overwritten) and its prints go to
+    stderr: stdout is the JSON alone (sweep P: all three failed or broke the JSON)."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = tvis("vram", write("train.py", ARGS), "--trace", "--format", "json",
+                          "--script-args", "--hidden 4096 --batch-size 32")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["breakdown"]["parameters"] == (64 * 4096 + 4096 + 4096 + 1) * 4
+    assert any("torch.save skipped" in a for a in report["assumptions"])
+    assert "loss" in err and not (tmp_path / "checkpoint.pt").exists()
+
+
+def test_the_static_reading_shown_beside_a_trace_uses_the_script_args(write, tvis):
+    code, out, _ = tvis("vram", write("train.py", ARGS), "--trace", "--script-args", "--hidden 4096")
+    assert code == 0 and "model Sequential: 270,337 parameters" in out

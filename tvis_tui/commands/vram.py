@@ -43,7 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "and measure its tensors instead of estimating them")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--script-args", default="", metavar='"ARGS"',
-                        help="arguments for the script when traced, as one quoted string")
+                        help="the script's arguments, as one quoted string: what its argparse "
+                        "parse_args() returns in the estimate, and its command line when traced")
 
 
 def parse_count(text: str) -> int:
@@ -100,8 +101,16 @@ def main(args: argparse.Namespace) -> int:
         raise TvisError(f"{path}: is a folder, not a training script")
     settings = Settings(batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
                         optimizer=_optimizer(args.optimizer) if args.optimizer else None,
-                        params=parse_count(args.params) if args.params else None)
+                        params=parse_count(args.params) if args.params else None,
+                        script_args=tuple(_script_args(args)))
     return _report(path, settings, gpu, args)
+
+
+def _script_args(args: argparse.Namespace) -> list[str]:
+    try:
+        return shlex.split(args.script_args)
+    except ValueError as exc:  # an unclosed quote
+        raise TvisError(f"--script-args {args.script_args!r}: {exc}") from None
 
 
 def _no_overrides(args: argparse.Namespace) -> None:
@@ -139,11 +148,7 @@ def _report(path, settings, gpu, args: argparse.Namespace) -> int:
 
         if not torch_available():
             raise TvisError("--trace needs torch installed; the static estimate does not")
-        try:
-            script_args = shlex.split(args.script_args)
-        except ValueError as exc:  # an unclosed quote
-            raise TvisError(f"--script-args {args.script_args!r}: {exc}") from None
-        shown = traced_estimate(path, script_args, static)
+        shown = traced_estimate(path, list(settings.script_args), static)
     else:
         _require_model(static, path)
     verdict = Verdict(gpu, shown.peak_bytes)

@@ -43,6 +43,8 @@ class Settings:
     freeze_embeddings: bool = False
     accumulation: int | None = None
     device: str = "cuda"
+    script_args: tuple[str, ...] = ()
+    """The script's command line (vram's --script-args): what its parse_args() returns."""
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from tree_sitter import Node
@@ -143,7 +144,7 @@ def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> An
     """argparse, namespaces, dataclasses and torch.device."""
     name = parts[-1]
     if name == "ArgumentParser":
-        return Instance(None, {"_kind": "argparse", "_dests": {}})
+        return Instance(None, {"_kind": "argparse", "_dests": {}, "_specs": []})
     if name in ("SimpleNamespace", "Namespace", "EasyDict"):
         if kwargs:
             return Instance(None, dict(kwargs))
@@ -254,8 +255,10 @@ def _instance_method(api: Any, obj: Instance, name: str, args: list, kwargs: dic
         dests = obj.attrs["_dests"]
         if name == "add_argument":
             _add_argument(api, dests, args, kwargs)
+            obj.attrs["_specs"].append((args, kwargs))
         elif name in ("parse_args", "parse_known_args"):
-            ns = Instance(None, dict(dests))
+            given = _given_arguments(obj.attrs["_specs"], api.facts.settings.script_args)
+            ns = Instance(None, {**dests, **{k: api.facts.override(k, v) for k, v in given.items()}})
             return (ns, []) if name == "parse_known_args" else ns
         elif name in ("add_argument_group", "add_mutually_exclusive_group"):
             return obj
@@ -276,6 +279,43 @@ def _add_argument(api: Any, dests: dict, args: list, kwargs: dict) -> None:
     dest = kwargs.get("dest") or long.lstrip("-").replace("-", "_")
     default = kwargs.get("default", False if kwargs.get("action") == "store_true" else None)
     dests[dest] = api.facts.override(dest, default)
+
+
+ARGPARSE_TYPES = {"int": int, "float": float, "str": str}
+"""`type=` values the script's arguments are converted with (others stay strings)."""
+
+
+def _given_arguments(specs: list[tuple[list, dict]], argv: tuple[str, ...]) -> dict[str, Any]:
+    """dest -> value of each argument `argv` (vram's --script-args) gives the script, parsed
+    by argparse itself from the script's add_argument calls; defaults stay the reader's."""
+    if not argv:
+        return {}
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=True)
+    for args, kwargs in specs:
+        flags = [a for a in args if isinstance(a, str)]
+        options = {"default": argparse.SUPPRESS}
+        action = kwargs.get("action")
+        if action in ("store_true", "store_false", "count"):
+            options["action"] = action
+        elif isinstance(action, str) or action is None:
+            kind = kwargs.get("type")
+            options["type"] = ARGPARSE_TYPES.get(getattr(kind, "name", None), str)
+            nargs = kwargs.get("nargs")
+            if nargs in ("?", "*", "+") or isinstance(nargs, int):
+                options["nargs"] = nargs
+            elif flags and not flags[0].startswith("-"):
+                options["nargs"] = "?"  # a positional the argv may leave out
+        if isinstance(kwargs.get("dest"), str) and flags and flags[0].startswith("-"):
+            options["dest"] = kwargs["dest"]
+        try:
+            parser.add_argument(*flags, **options)
+        except (argparse.ArgumentError, TypeError, ValueError):
+            continue  # a flag argparse would refuse: the script's own run would say so
+    try:
+        known, _ = parser.parse_known_args(list(argv))
+    except (argparse.ArgumentError, SystemExit):
+        return {}
+    return vars(known)
 
 
 def batch_of(api: Any, loader: Loader) -> Any:

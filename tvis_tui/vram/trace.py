@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import inspect
 import logging
 import runpy
 import sys
@@ -45,6 +46,8 @@ class TraceResult:
     exit_code: object = None
     on_cpu: bool = True
     math_attention: bool = False
+    saves_skipped: int = 0
+    """torch.save calls the trace did not carry out."""
 
     @property
     def peak_bytes(self) -> int:
@@ -124,11 +127,14 @@ class _Session:
 
         backward, swap = torch.autograd.backward, torch.utils.swap_tensors
         sdpa = torch.nn.functional.scaled_dot_product_attention
+        save, loader_init = torch.save, torch.utils.data.DataLoader.__init__
         handle = register_optimizer_step_post_hook(self.after_step)
         saved_argv, saved_path = sys.argv, list(sys.path)
         sys.argv, torch.autograd.backward = [str(path), *argv], self._counting(backward)
         torch.utils.swap_tensors = _swap_or_set(swap)
         torch.nn.functional.scaled_dot_product_attention = self._watching(sdpa)
+        torch.save = self._skipped_save
+        torch.utils.data.DataLoader.__init__ = _in_process(loader_init)
         sys.path.insert(0, str(path.parent))
         self.result.on_cpu = not torch.cuda.is_available()
         modes = [FakeTensorMode(allow_non_fake_inputs=True)] if self.fake else []
@@ -141,12 +147,20 @@ class _Session:
                 for mode in modes + [self.tracker]:
                     stack.enter_context(mode)
                 stack.enter_context(_quiet_fake_tensors())
+                # The report is tvis's stdout (JSON with --format json): the script's prints go to stderr.
+                stack.enter_context(contextlib.redirect_stdout(sys.stderr))
                 yield
         finally:
             handle.remove()
             torch.autograd.backward, torch.utils.swap_tensors = backward, swap
             torch.nn.functional.scaled_dot_product_attention = sdpa
+            torch.save, torch.utils.data.DataLoader.__init__ = save, loader_init
             sys.argv, sys.path[:] = saved_argv, saved_path
+
+    def _skipped_save(self, *args: Any, **kwargs: Any) -> None:
+        """torch.save under the trace: fake tensors hold no data to write (pickling them
+        fails), and a checkpoint of them would overwrite the script's real one."""
+        self.result.saves_skipped += 1
 
     def _watching(self, sdpa: Any) -> Any:
         """F.scaled_dot_product_attention that notes a call no fused kernel served. Patched
@@ -158,6 +172,19 @@ class _Session:
                 self.result.math_attention = True
             return out
         return watched_sdpa
+
+
+def _in_process(loader_init: Any) -> Any:
+    """DataLoader.__init__ with num_workers=0: worker processes cannot share the trace's
+    fake tensors, and loading in the script's process allocates what they would."""
+    signature = inspect.signature(loader_init)
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        if bound.arguments.get("num_workers"):
+            bound.arguments.update(num_workers=0, prefetch_factor=None, persistent_workers=False)
+        loader_init(*bound.args, **bound.kwargs)
+    return init
 
 
 @contextlib.contextmanager
@@ -269,6 +296,9 @@ def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> An
                    f"{len(result.step_peaks)} step(s); the last step is reported"]
     if on_cuda:
         assumptions.append(OVERHEAD_NOTE)
+    if result.saves_skipped:
+        assumptions.append(f"torch.save skipped {result.saves_skipped} time(s): fake tensors "
+                           "hold nothing to write")
     notes = [MATH_ATTENTION_NOTE] if result.math_attention and result.on_cpu else []
     label = "traced on CPU" if result.on_cpu else "traced with fake CUDA tensors"
     return Estimate(str(path), parts, "traced", static.read, assumptions, label,
