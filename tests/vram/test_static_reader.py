@@ -321,3 +321,26 @@ def test_script_args_are_what_parse_args_returns(write, argv, hidden, batch):
         """), Settings(script_args=argv))
     assert est.breakdown["parameters"] == (64 * hidden + hidden + hidden + 1) * 4
     assert est.facts.inputs[0].shape == (batch, 64)
+
+
+@pytest.mark.parametrize("optimizer, states", [("SGD", 0), ("LBFGS", 202)])
+def test_a_forward_run_only_inside_a_step_closure_is_followed(write, optimizer, states):
+    """`opt.step(closure)`: the model was "not followed" (sweep P); LBFGS's history of
+    100 pairs of flat vectors, and two more, is its state."""
+    est = estimate(write("closure.py", f"""\
+        import torch
+        from torch import nn
+        model = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1))
+        opt = torch.optim.{optimizer}(model.parameters(), lr=0.1)
+        x, y = torch.randn(64, 3), torch.randn(64, 1)
+        for step in range(4):
+            def closure():
+                opt.zero_grad()
+                loss = nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                return loss
+            opt.step(closure)
+        """))
+    assert est.facts.no_model is None and est.facts.inputs[0].shape == (64, 3)
+    assert est.breakdown["parameters"] == 81 * 4
+    assert est.breakdown["optimizer_state"] == states * 81 * 4

@@ -16,9 +16,11 @@ OPTIMIZER_STATE: dict[str, tuple[float, float]] = {
     "lion": (1, 1), "adafactor": (0.02, 0.02), "adam8bit": (0.5, 0), "adamw8bit": (0.5, 0),
     "pagedadamw8bit": (0.5, 0), "lion8bit": (0.25, 0), "sgd8bit": (0.25, 0), "lamb": (2, 1),
     "pagedadamw": (2, 0), "sparseadam": (2, 0),
+    "lbfgs": (202, 1),
 }
 """State is in parameter-sized tensors (8-bit states count a quarter, Adafactor keeps row
-and column statistics, about 2% of a parameter). Temporaries are what torch's foreach
+and column statistics, about 2% of a parameter; LBFGS keeps `history_size`, 100 by default,
+pairs of flat parameter-sized vectors once its history fills, and two more). Temporaries are what torch's foreach
 implementations allocate for the whole model at once on CUDA (Adam's sqrt denominator)."""
 
 

@@ -17,7 +17,7 @@ _ALIASES = {"torch.float": "float32", "torch.half": "float16", "torch.double": "
             "torch.long": "int64", "torch.int": "int32"}
 _OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adafactor", "Adam8bit",
                "AdamW8bit", "PagedAdamW8bit", "Lion", "Adadelta", "NAdam", "RAdam", "Adamax",
-               "LAMB", "SparseAdam", "PagedAdamW", "Lion8bit", "SGD8bit"}
+               "LAMB", "SparseAdam", "PagedAdamW", "Lion8bit", "SGD8bit", "LBFGS"}
 _CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
 _PLAIN_LAYERS = {"TransformerEncoderLayer", "Dropout", "Identity", "Flatten"}
 _PARALLEL = {"DistributedDataParallel": "ddp", "DDP": "ddp", "FullyShardedDataParallel": "fsdp",
@@ -232,6 +232,9 @@ def object_method(api: Any, native: Native, args: list, kwargs: dict, node: Node
     obj, name = native.self_value, native.name
     if isinstance(obj, Optimizer):
         if name == "step":
+            closure = args[0] if args else kwargs.get("closure")
+            if isinstance(closure, Function):  # LBFGS-style: forward and backward run inside step()
+                api.interp.call_function(closure, [], {})
             api.facts.on_step(api.at(node))
             obj.loops.update(api.interp.loop_stack)
         elif name == "add_param_group":
