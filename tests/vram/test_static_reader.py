@@ -344,3 +344,31 @@ def test_a_forward_run_only_inside_a_step_closure_is_followed(write, optimizer, 
     assert est.facts.no_model is None and est.facts.inputs[0].shape == (64, 3)
     assert est.breakdown["parameters"] == 81 * 4
     assert est.breakdown["optimizer_state"] == states * 81 * 4
+
+
+@pytest.mark.parametrize("split", [
+    "train_ds, val_ds = random_split(ds, [48, 16])",
+    "train_ds, val_ds = Subset(ds, range(48)), Subset(ds, range(48, 64))",
+])
+def test_the_parts_of_a_split_dataset_keep_its_items_shape(write, split):
+    """The training loader's batch, not a 224x224 guess at the validation loader's
+    batch size (sweep P)."""
+    est = estimate(write("split.py", f"""\
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, Subset, TensorDataset, random_split
+
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(8 * 32 * 32, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        ds = TensorDataset(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+        {split}
+        train_loader = DataLoader(train_ds, batch_size=8, shuffle=True)
+        val_loader = DataLoader(val_ds, batch_size=64)
+        for x, y in train_loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        """))
+    assert est.facts.inputs[0].shape == (8, 3, 32, 32)
+    assert not [a for a in est.assumptions if "224" in a]

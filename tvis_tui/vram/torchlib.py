@@ -113,6 +113,16 @@ def _data(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
         if not isinstance(dataset, Loader):
             return Loader(batch, UNKNOWN, at)
         return Loader(batch, dataset.sample, at, dataset.tensors)
+    if name in ("random_split", "Subset"):  # parts of a dataset: items shaped as its own
+        dataset = args[0] if args else kwargs.get("dataset")
+        if isinstance(dataset, Instance):
+            dataset = Loader(None, _first_item(api, dataset), at)
+        if not isinstance(dataset, Loader):
+            return UNKNOWN
+        if name == "Subset":
+            return dataset
+        lengths = args[1] if len(args) > 1 else kwargs.get("lengths")
+        return [dataset] * (len(lengths) if isinstance(lengths, (list, tuple)) else 2)
     if name == "TensorDataset":
         tensors = tuple(t for t in args if isinstance(t, Tensor))
         return Loader(None, tuple(Tensor(t.shape[1:], t.dtype) if isinstance(t, Tensor)
