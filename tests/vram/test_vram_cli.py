@@ -35,8 +35,9 @@ def test_text_report_has_breakdown_bar_verdict_and_suggestions(script, capsys):
 
 def test_json_has_exactly_the_documented_keys(script, capsys):
     doc = run_json(capsys, script("gpt_sdpa"), "--gpu", "a100-40gb")
-    assert set(doc) == {"peak_bytes", "breakdown", "fits", "gpu", "assumptions", "confidence",
-                        "notes", "suggestions"}
+    assert set(doc) == {"peak_bytes", "breakdown", "fits", "gpu", "read", "assumptions",
+                        "confidence", "notes", "suggestions"}
+    assert doc["read"][0].startswith("model GPT: ") and " parameters (line " in doc["read"][0]
     assert doc["notes"] == []  # only a traced figure has notes
     assert set(doc["breakdown"]) == PARTS
     assert doc["peak_bytes"] == sum(doc["breakdown"].values())

@@ -110,6 +110,7 @@ def as_json(estimate: Estimate, verdict: Verdict, suggestions: list[Suggestion])
         "gpu": {"key": verdict.gpu.key, "name": verdict.gpu.name,
                 "usable_bytes": verdict.gpu.usable_bytes, "verdict": verdict.word,
                 "headroom_bytes": verdict.headroom_bytes},
+        "read": list(estimate.read),  # what the text report lists as read from the script
         "assumptions": list(estimate.assumptions),
         "confidence": estimate.confidence,
         "notes": list(estimate.notes),
