@@ -168,3 +168,16 @@ def test_a_script_with_workers_checkpoints_and_prints_traces_to_clean_json(write
 def test_the_static_reading_shown_beside_a_trace_uses_the_script_args(write, tvis):
     code, out, _ = tvis("vram", write("train.py", ARGS), "--trace", "--script-args", "--hidden 4096")
     assert code == 0 and "model Sequential: 270,337 parameters" in out
+
+
+def test_values_the_script_reads_out_of_fake_tensors_are_counted_and_said(write, tvis):
+    """`int(t)` under the trace is 1 whatever the data: sizes computed from it are not the
+    script's (sweep P). Reads inside torch (Adam's step count) are not the script's."""
+    code, out, _ = tvis("vram", write("train.py", TRAIN), "--trace", "--format", "json")
+    assert code == 0 and not [a for a in json.loads(out)["assumptions"] if "taken as 1" in a]
+    reads = "import torch\nn = int(torch.randint(5, 20, (1,)))\nif torch.rand(()) > 2:\n    pass\n"
+    code, out, _ = tvis("vram", write("reads.py", reads + TRAIN), "--trace", "--format", "json")
+    assert code == 0
+    assert [a for a in json.loads(out)["assumptions"] if "taken as 1" in a] == \
+        ["2 value(s) read out of tensors (.item(), int(), a tensor in an if) were taken as 1: "
+         "fake tensors hold no data, so sizes computed from data may differ"]

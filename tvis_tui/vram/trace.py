@@ -15,6 +15,7 @@ import gc
 import importlib
 import inspect
 import logging
+import os
 import runpy
 import sys
 import warnings
@@ -48,6 +49,9 @@ class TraceResult:
     math_attention: bool = False
     saves_skipped: int = 0
     """torch.save calls the trace did not carry out."""
+    faked_scalars: int = 0
+    """Values the script read out of tensors (`.item()`, `int(t)`, `if t:`): fake tensors
+    hold no data, and each read answered 1."""
 
     @property
     def peak_bytes(self) -> int:
@@ -74,6 +78,7 @@ def trace(path: str | Path, argv: list[str] | None = None, fake: bool = True,
         result.error = f"{type(exc).__name__}: {text}"
     if not result.step_peaks and result.error is None and session.backwards:
         session.finish()  # backward ran but no optimizer stepped (a hand-written update)
+    result.faked_scalars = session.tracker.faked_scalars
     return result
 
 
@@ -137,6 +142,7 @@ class _Session:
         torch.utils.data.DataLoader.__init__ = _in_process(loader_init)
         sys.path.insert(0, str(path.parent))
         self.result.on_cpu = not torch.cuda.is_available()
+        self.tracker.user_dir = str(path.parent) + os.sep
         modes = [FakeTensorMode(allow_non_fake_inputs=True)] if self.fake else []
         try:
             with contextlib.ExitStack() as stack:
@@ -274,6 +280,8 @@ def torch_available() -> bool:
 
 MATH_ATTENTION_NOTE = ("CPU attention ran unfused and kept every attention matrix; CUDA's fused "
                        "kernels do not, so expect a lower GPU peak")
+FAKED_SCALARS = ("{n} value(s) read out of tensors (.item(), int(), a tensor in an if) were "
+                 "taken as 1: fake tensors hold no data, so sizes computed from data may differ")
 SAVINGS_NOTE = "suggestion savings are estimated from the code and taken off the traced peak"
 
 
@@ -296,6 +304,8 @@ def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> An
                    f"{len(result.step_peaks)} step(s); the last step is reported"]
     if on_cuda:
         assumptions.append(OVERHEAD_NOTE)
+    if result.faked_scalars:
+        assumptions.append(FAKED_SCALARS.format(n=result.faked_scalars))
     if result.saves_skipped:
         assumptions.append(f"torch.save skipped {result.saves_skipped} time(s): fake tensors "
                            "hold nothing to write")
@@ -308,7 +318,8 @@ def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> An
 def _failure(result: TraceResult) -> str | None:
     """Why the run measured nothing a verdict can rest on, in one line; None when it did."""
     if result.error is not None:
-        return (f"the script failed on fake tensors ({result.error}); "
+        hint = f"; {FAKED_SCALARS.format(n=result.faked_scalars)}" if result.faked_scalars else ""
+        return (f"the script failed on fake tensors ({result.error}){hint}; "
                 "the static estimate needs no --trace")
     when = (f"after {len(result.step_peaks)} training step(s)" if result.step_peaks
             else "before its first training step")

@@ -4,6 +4,8 @@ returns and forgets it when the storage is freed. Imports torch; only `--trace` 
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 import weakref
 from typing import Any
 
@@ -13,6 +15,13 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 _SCALAR = torch.ops.aten._local_scalar_dense.default
+_TORCH = os.path.dirname(torch.__file__)
+_DISPATCH = tuple(os.path.join(_TORCH, part) for part in (
+    "_subclasses", "utils/_python_dispatch.py", "_tensor.py", "_ops.py", "overrides.py",
+    "_prims_common", "_decomp", "_refs", "_compile.py", "_dynamo", "_library",
+    "utils/_device.py")) + (os.path.dirname(__file__),)
+"""The code between a read of a tensor's value and the code that asked for it: fake tensor
+and dispatch machinery, and this tracker."""
 _MKLDNN_RNN = torch.ops.aten.mkldnn_rnn_layer.default
 _FUSED_ATTENTION = frozenset(
     getattr(torch.ops.aten, name).default for name in (
@@ -50,9 +59,21 @@ class StorageTracker(TorchDispatchMode):
         self.saved: set[int] = set()
         self.grads: set[int | None] = set()
         self.fused_attention = 0  # calls of _FUSED_ATTENTION kernels, read around each SDPA call
+        self.faked_scalars = 0  # values the script's own code read out of fake tensors
+        self.user_dir: str | None = None  # the script's folder: reads from there are counted
+
+    def _read_by_script(self) -> bool:
+        """Whether the code asking for the value is the script's (`int(n)`, `loss.item()`),
+        not a library's (Adam reads its step count on every step, a sampler its indices)."""
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(_DISPATCH):
+            frame = frame.f_back
+        return (frame is not None and self.user_dir is not None
+                and frame.f_code.co_filename.startswith(self.user_dir))
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
         if self.fake and func is _SCALAR:
+            self.faked_scalars += self._read_by_script()
             dtype = args[0].dtype
             return False if dtype == torch.bool else 1.0 if dtype.is_floating_point else 1
         out = func(*args, **(kwargs or {}))
