@@ -14,5 +14,5 @@ def printable(text: str) -> str:
     the terminal or split a table row."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
                    for c in text)

@@ -161,3 +161,18 @@ finally:
                             "(run saved to runs/r)"]
             assert (meta["status"], meta["exception"]) == ("crashed", "os._exit(3)")
             assert meta["failing_site"] == f"{script}:13"
+
+
+@pytest.mark.parametrize("caller", [
+    "threading.Timer(0, os._exit, [4]).start(); time.sleep(60)",  # a watchdog thread
+    "signal.signal(signal.SIGUSR1, lambda *a: os._exit(4)); os.kill(os.getpid(), signal.SIGUSR1); "
+    "time.sleep(60)",  # a handler, run wherever the main thread is
+])
+def test_os_exit_from_a_thread_or_a_signal_handler_still_ends_at_once_with_the_run_closed(
+        tmp_path, caller):
+    script = write_script(tmp_path, STEPS_THEN.format(then=f"import signal, threading, time\n{caller}"))
+    proc = tvis_cli("run", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
+    assert proc.returncode == 4
+    with RunReader(tmp_path / "runs" / "r") as run:
+        meta = run.meta()
+        assert (meta["status"], meta["exception"], meta["steps_recorded"]) == ("crashed", "os._exit(4)", 3)

@@ -232,10 +232,12 @@ async def test_picker_says_why_a_run_is_unreadable_and_moves_like_the_tree(tmp_p
 
 
 async def test_picker_writes_control_characters_in_run_names_as_escapes(tmp_path, healthy_run):
-    shutil.copytree(healthy_run, tmp_path / "exp\n1\x1b[2J")
+    shutil.copytree(healthy_run, tmp_path / "exp\n1\x1b[2J[red]")
     async with opened(tmp_path) as pilot:
         text = screen_text(pilot.app)
-        assert "exp\\n1\\x1b[2J" in text and "\x1b" not in text
+        assert "exp\\n1\\x1b[2J[red]" in text and "\x1b" not in text
+        await press(pilot, "enter")  # the call tree's title and the status line name it too
+        assert screen_text(pilot.app).count("exp\\n1\\x1b[2J[red]") == 2
 
 
 async def test_reload_of_a_run_cut_short_meanwhile_says_so_and_goes_back(tmp_path, healthy_run):

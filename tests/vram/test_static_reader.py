@@ -323,15 +323,16 @@ def test_script_args_are_what_parse_args_returns(write, argv, hidden, batch):
     assert est.facts.inputs[0].shape == (batch, 64)
 
 
-@pytest.mark.parametrize("optimizer, states", [("SGD", 0), ("LBFGS", 202)])
-def test_a_forward_run_only_inside_a_step_closure_is_followed(write, optimizer, states):
+@pytest.mark.parametrize("optimizer, states, more", [("SGD", 0, ""), ("LBFGS", 202, ""),
+                                                     ("LBFGS", 22, ", history_size=10")])
+def test_a_forward_run_only_inside_a_step_closure_is_followed(write, optimizer, states, more):
     """`opt.step(closure)`: the model was "not followed" (sweep P); LBFGS's history of
     100 pairs of flat vectors, and two more, is its state."""
     est = estimate(write("closure.py", f"""\
         import torch
         from torch import nn
         model = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1))
-        opt = torch.optim.{optimizer}(model.parameters(), lr=0.1)
+        opt = torch.optim.{optimizer}(model.parameters(), lr=0.1{more})
         x, y = torch.randn(64, 3), torch.randn(64, 1)
         for step in range(4):
             def closure():
@@ -372,3 +373,30 @@ def test_the_parts_of_a_split_dataset_keep_its_items_shape(write, split):
         """))
     assert est.facts.inputs[0].shape == (8, 3, 32, 32)
     assert not [a for a in est.assumptions if "224" in a]
+
+
+def test_script_args_argparse_refuses_leave_the_defaults_and_say_so(write):
+    path = write("args.py", """\
+        import argparse
+        import torch
+        from torch import nn
+        p = argparse.ArgumentParser()
+        p.add_argument("data", nargs="+")
+        p.add_argument("--hidden", type=int, default=16)
+        p.add_argument("--amp", action="store_const", const=True, default=False)
+        p.add_argument("--ema", action=argparse.BooleanOptionalAction, default=False)
+        args = p.parse_args()
+        model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(8, 64)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """)
+    for argv in (("--amp", "--no-ema", "--hidden", "4096"), ("x", "--hidden=4096")):
+        assert estimate(path, Settings(script_args=argv)).breakdown["parameters"] == 270_337 * 4
+    est = estimate(path, Settings(script_args=("--hidden", "4k")))
+    assert est.breakdown["parameters"] == 1_057 * 4
+    assert "--script-args not understood (argument --hidden: invalid int value: '4k'): the " \
+           "script's defaults were read" in est.assumptions

@@ -29,8 +29,9 @@ class OptimizerHooks(HookBase):
     # backward has made the gradients this step starts from.
     _closure_steps: dict[int, Any]
     _step_loop: Callable[[FrameType], Any]  # Recorder's
-    # The bare nn.Parameters the code calling the open step() sees, by name (orphan_params).
-    _bare_params: dict[str, torch.nn.Parameter]
+    # id(optimizer) -> the bare nn.Parameters the code calling its open step() sees, by
+    # name (orphan_params); per optimizer: a wrapper's step() steps an inner one.
+    _bare_params: dict[int, dict[str, torch.nn.Parameter]]
 
     def _optimizer_init(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> None:
         original(opt, *args, **kwargs)
@@ -64,7 +65,7 @@ class OptimizerHooks(HookBase):
                              phase="optimizer", owner=id(opt), call_site=self.sites.call_site(frame),
                              def_site=self.sites.def_site(type(opt), "step"), extra=extra,
                              frame=running_frame(frame, OPTIMIZER_STEP_CODE))
-        self._bare_params = bare_parameters(self.sites.user_frame(frame))  # checked as the step ends
+        self._bare_params[id(opt)] = bare_parameters(self.sites.user_frame(frame))  # checked as it ends
         if closure is None:
             self._put_gradients(call.record.seq, opt)
         else:  # .grad still holds the last step's: the closure computes this step's
@@ -92,7 +93,7 @@ class OptimizerHooks(HookBase):
         if call is not None:
             self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
             extra = self.updates.after_step(opt, call.record.seq)
-            bare, self._bare_params = self._bare_params, {}
+            bare = self._bare_params.pop(id(opt), {})
             lost = orphans(self.names.roots(), self.steps.optimizers, bare.values())
             if lost:
                 called = {id(p): name for name, p in bare.items()}

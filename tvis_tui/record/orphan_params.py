@@ -39,8 +39,8 @@ def orphans(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any],
 
 
 def bare_parameters(frame: FrameType | None) -> dict[str, torch.nn.Parameter]:
-    """name -> each `nn.Parameter` the code in `frame` sees by a name of its own (not a
-    module's: those are named by their model)."""
+    """name -> each `nn.Parameter` the code in `frame` sees by a name of its own (a model's
+    that it also sees so keeps its model's name: `names_of` prefers that)."""
     if frame is None:
         return {}
     return {name: value for name, value in visible_names(frame).items()

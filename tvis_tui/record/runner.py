@@ -132,8 +132,7 @@ def record(target: Target, options: Options) -> int:
     outcome = _Outcome()
     undo_terminations = end_on_termination()
 
-    def hard_exit(status: int, frame: types.FrameType | None) -> None:
-        undo_terminations()
+    def hard_exit(status: int, frame: types.FrameType | None) -> None:  # in a thread of its own
         recorder.abandon(None)
         _exited_at_once(status, frame, outcome, recorder)
         _report(outcome, path, recorder.close(**outcome.meta, ended_at=_now(), device=_device()),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.text import Text
 from textual import events, work
 from textual.actions import parse
 from textual.app import ComposeResult
@@ -27,6 +28,7 @@ from tvis_tui.screens.stepping import Stepper
 from tvis_tui.screens.stepping_keys import STEPPING_BINDINGS, SteppingActions
 from tvis_tui.store import CallRecord, RunReader
 from tvis_tui.store.runs import incomplete_reason, run_status, stop_reason
+from tvis_tui.text import printable
 from tvis_tui.widgets.call_rows import CallRows
 from tvis_tui.widgets.call_tree import CallTree
 from tvis_tui.widgets.inspector import Inspector
@@ -80,13 +82,14 @@ class DebuggerScreen(SteppingActions, Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(CallTree).border_title = self.reader.path.name
+        # Text, not a str: a str title is markup, and the run's name is anyone's
+        self.query_one(CallTree).border_title = Text(printable(self.reader.path.name))
         self.query_one(Inspector).border_title = "inspector"
         self.query_one(CallTree).focus()
         if self.stepper.total == 0:
-            self.query_one(StatusLine).update(f"{self.reader.path.name}: " + (
+            self.query_one(StatusLine).update(Text(f"{printable(self.reader.path.name)}: " + (
                 "no calls recorded yet (ctrl+r reloads)" if self.status == "running"
-                else f"{self.status}, no calls were recorded"))
+                else f"{self.status}, no calls were recorded")))
             return
         self.open_at_start()
 
@@ -150,7 +153,7 @@ class DebuggerScreen(SteppingActions, Screen):
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
         reasons = [r for r in (stop_reason(self.meta), incomplete_reason(self.meta)) if r]
         status = f"{self.status}: {', '.join(reasons)}" if reasons else self.status
-        self.query_one(StatusLine).show(self.reader.path.name, call, message.total, message.step, status,
+        self.query_one(StatusLine).show(printable(self.reader.path.name), call, message.total, message.step, status,
                                         message.nonfinite_grad)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -4,7 +4,7 @@ context managers, for Python values, script classes, modules and tensors."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import ItemsView, Iterator, KeysView, ValuesView
+from collections.abc import ItemsView, KeysView, ValuesView
 from typing import Any
 
 from tree_sitter import Node
@@ -197,10 +197,9 @@ class Api:
             return list(value[:1 if trains else 4096])
         if isinstance(value, dict):
             return list(value)
-        if isinstance(value, (KeysView, ValuesView, ItemsView, Iterator)):
-            # `TASKS.items()`, zip(), enumerate() of known values: a dict of heads built
-            # from `.items()` was left out of the model (sweep P)
-            return list(itertools.islice(value, 4096))
+        if isinstance(value, (KeysView, ValuesView, ItemsView)):
+            # `TASKS.items()`: a dict of heads built from it was left out of the model (sweep P)
+            return list(itertools.islice(value, 1 if trains else 4096))
         if isinstance(value, Module):
             return value.attrs.get("_list") or value.children()
         if isinstance(value, Loader):

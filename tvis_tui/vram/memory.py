@@ -112,6 +112,9 @@ def optimizer_bytes(key: str, trainable: list[Param], device: str, kwargs: dict)
     per, temp = OPTIMIZER_STATE.get(key, (2, 1))
     if kwargs.get("amsgrad") is True:
         per += 1
+    history = kwargs.get("history_size")
+    if key == "lbfgs" and isinstance(history, int) and not isinstance(history, bool) and history >= 0:
+        per = 2 * history + 2
     sizes = [p.numel * ITEMSIZE.get(p.dtype, 4) for p in trainable]
     total = sum(sizes)
     if key.startswith("adam") and not key.startswith("adamw") and kwargs.get("weight_decay"):

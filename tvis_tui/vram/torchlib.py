@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 from tree_sitter import Node
 
@@ -270,7 +270,8 @@ def _instance_method(api: Any, obj: Instance, name: str, args: list, kwargs: dic
             _add_argument(api, dests, args, kwargs)
             obj.attrs["_specs"].append((args, kwargs))
         elif name in ("parse_args", "parse_known_args"):
-            given = _given_arguments(obj.attrs["_specs"], api.facts.settings.script_args)
+            given = {} if args else _given_arguments(api, obj.attrs["_specs"],
+                                                     api.facts.settings.script_args)
             ns = Instance(None, {**dests, **{k: api.facts.override(k, v) for k, v in given.items()}})
             return (ns, []) if name == "parse_known_args" else ns
         elif name in ("add_argument_group", "add_mutually_exclusive_group"):
@@ -298,37 +299,60 @@ ARGPARSE_TYPES = {"int": int, "float": float, "str": str}
 """`type=` values the script's arguments are converted with (others stay strings)."""
 
 
-def _given_arguments(specs: list[tuple[list, dict]], argv: tuple[str, ...]) -> dict[str, Any]:
+class _Refusing(argparse.ArgumentParser):
+    """argparse that raises where it would print usage and exit (a missing required
+    argument does that even with exit_on_error=False)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise argparse.ArgumentError(None, message)
+
+
+def _given_arguments(api: Any, specs: list[tuple[list, dict]], argv: tuple[str, ...]) -> dict[str, Any]:
     """dest -> value of each argument `argv` (vram's --script-args) gives the script, parsed
-    by argparse itself from the script's add_argument calls; defaults stay the reader's."""
+    by argparse itself from the script's add_argument calls; defaults stay the reader's.
+    Arguments argparse refuses leave every default, and the estimate says so."""
     if not argv:
         return {}
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=True)
+    parser = _Refusing(add_help=False, exit_on_error=False, allow_abbrev=True)
     for args, kwargs in specs:
         flags = [a for a in args if isinstance(a, str)]
-        options = {"default": argparse.SUPPRESS}
-        action = kwargs.get("action")
-        if action in ("store_true", "store_false", "count"):
-            options["action"] = action
-        elif isinstance(action, str) or action is None:
-            kind = kwargs.get("type")
-            options["type"] = ARGPARSE_TYPES.get(getattr(kind, "name", None), str)
-            nargs = kwargs.get("nargs")
-            if nargs in ("?", "*", "+") or isinstance(nargs, int):
-                options["nargs"] = nargs
-            elif flags and not flags[0].startswith("-"):
-                options["nargs"] = "?"  # a positional the argv may leave out
-        if isinstance(kwargs.get("dest"), str) and flags and flags[0].startswith("-"):
-            options["dest"] = kwargs["dest"]
         try:
-            parser.add_argument(*flags, **options)
+            parser.add_argument(*flags, **_argparse_options(flags, kwargs))
         except (argparse.ArgumentError, TypeError, ValueError):
             continue  # a flag argparse would refuse: the script's own run would say so
     try:
         known, _ = parser.parse_known_args(list(argv))
-    except (argparse.ArgumentError, SystemExit):
+    except argparse.ArgumentError as exc:
+        api.facts.assume(f"--script-args not understood ({exc}): the script's defaults were read")
         return {}
-    return vars(known)
+    return {name.replace("-", "_"): value for name, value in vars(known).items()}
+
+
+def _argparse_options(flags: list[str], kwargs: dict) -> dict[str, Any]:
+    """add_argument's keywords as argparse takes them, from the reader's values of them."""
+    options: dict[str, Any] = {"default": argparse.SUPPRESS}
+    action = kwargs.get("action")
+    if getattr(action, "path", "").endswith("BooleanOptionalAction"):
+        options["action"] = argparse.BooleanOptionalAction
+    elif action in ("store_true", "store_false", "count"):
+        options["action"] = action
+    elif action in ("store_const", "append_const"):
+        options.update(action=action, const=kwargs.get("const"))
+    else:
+        options["type"] = ARGPARSE_TYPES.get(getattr(kwargs.get("type"), "name", None), str)
+        if action == "append":
+            options["action"] = action
+        nargs = kwargs.get("nargs")
+        positional = bool(flags) and not flags[0].startswith("-")
+        if nargs == "+":
+            options["nargs"] = "*" if positional else "+"  # a positional the argv may leave out
+        elif nargs in ("?", "*") or isinstance(nargs, int) and not isinstance(nargs, bool):
+            options["nargs"] = nargs
+        elif positional:
+            options["nargs"] = "?"
+    if isinstance(kwargs.get("dest"), str) and flags and flags[0].startswith("-"):
+        options["dest"] = kwargs["dest"]
+    return options
 
 
 def batch_of(api: Any, loader: Loader) -> Any:

@@ -11,6 +11,7 @@ backward). The figure is labelled "traced on CPU", and the unfused case gets a n
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib
 import inspect
@@ -185,10 +186,12 @@ def _in_process(loader_init: Any) -> Any:
     fake tensors, and loading in the script's process allocates what they would."""
     signature = inspect.signature(loader_init)
 
+    @functools.wraps(loader_init)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         bound = signature.bind(self, *args, **kwargs)
         if bound.arguments.get("num_workers"):
-            bound.arguments.update(num_workers=0, prefetch_factor=None, persistent_workers=False)
+            bound.arguments.update(num_workers=0, prefetch_factor=None, persistent_workers=False,
+                                   multiprocessing_context=None)
         loader_init(*bound.args, **bound.kwargs)
     return init
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import site
 import sys
+import sysconfig
 import weakref
 from typing import Any
 
@@ -22,6 +24,11 @@ _DISPATCH = tuple(os.path.join(_TORCH, part) for part in (
     "utils/_device.py")) + (os.path.dirname(__file__),)
 """The code between a read of a tensor's value and the code that asked for it: fake tensor
 and dispatch machinery, and this tracker."""
+_INSTALLED = tuple({path for key in ("purelib", "platlib", "stdlib")
+                    if (path := sysconfig.get_paths().get(key))} | set(site.getsitepackages())
+                   | {site.getusersitepackages()})
+"""Installed code, even in a virtual environment inside the script's folder: reads there
+(Adam's step count) are a library's."""
 _MKLDNN_RNN = torch.ops.aten.mkldnn_rnn_layer.default
 _FUSED_ATTENTION = frozenset(
     getattr(torch.ops.aten, name).default for name in (
@@ -68,8 +75,10 @@ class StorageTracker(TorchDispatchMode):
         frame = sys._getframe(2)
         while frame is not None and frame.f_code.co_filename.startswith(_DISPATCH):
             frame = frame.f_back
-        return (frame is not None and self.user_dir is not None
-                and frame.f_code.co_filename.startswith(self.user_dir))
+        if frame is None or self.user_dir is None:
+            return False
+        file = frame.f_code.co_filename
+        return file.startswith(self.user_dir) and not file.startswith(_INSTALLED)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
         if self.fake and func is _SCALAR:
