@@ -135,8 +135,7 @@ def record(target: Target, options: Options) -> int:
     def hard_exit(status: int, frame: types.FrameType | None) -> None:  # in a thread of its own
         recorder.abandon(None)
         _exited_at_once(status, frame, outcome, recorder)
-        _report(outcome, path, recorder.close(**outcome.meta, ended_at=_now(), device=_device()),
-                recorder.warnings, recorder.writer)
+        _report(outcome, path, _close(recorder, outcome), recorder.warnings, recorder.writer)
     undo_hard_exit = close_run_first(hard_exit)
     try:
         recorder.install()
@@ -145,7 +144,7 @@ def record(target: Target, options: Options) -> int:
         undo_terminations()  # from here a SIGTERM kills at once, as under python
         undo_hard_exit()
         if recorder.in_recording_process():
-            steps = recorder.close(**outcome.meta, ended_at=_now(), device=_device())
+            steps = _close(recorder, outcome)
         else:
             recorder.uninstall()  # its hooks, with nothing written
     if not recorder.in_recording_process():
@@ -158,6 +157,11 @@ def record(target: Target, options: Options) -> int:
     if outcome.status == "stopped":  # by Ctrl-C
         raise KeyboardInterrupt  # the CLI ends the process as python would (cli.py)
     return outcome.exit_status
+
+
+def _close(recorder: Recorder, outcome: _Outcome) -> int:
+    """Close the run with how the script ended; the number of steps recorded."""
+    return recorder.close(**outcome.meta, ended_at=_now(), device=_device())
 
 
 def _new_store(path: Path, meta: dict[str, Any]) -> RunWriter:

@@ -136,21 +136,24 @@ class ParamsScreen(Screen[None]):
         table.move_cursor(row=selected)
 
     def _shown_steps(self) -> list[int]:
-        """Up to SHOWN_STEPS steps: at first around the one the view was opened from,
-        then where `[` and `]` moved them."""
+        """Up to SHOWN_STEPS steps from the first shown one (see `_first_shown`)."""
         steps = self.history.steps if self.history is not None else []
-        if self.first_shown is None:
-            at = steps.index(self.step) if self.step in steps else 0
-            self.first_shown = at - SHOWN_STEPS // 2
-        self.first_shown = max(0, min(self.first_shown, len(steps) - SHOWN_STEPS))
-        return steps[self.first_shown:self.first_shown + SHOWN_STEPS]
+        first = self._first_shown()
+        return steps[first:first + SHOWN_STEPS]
+
+    def _first_shown(self) -> int:
+        """The first step column's index: at first around the step the view was opened
+        from, then where `[` and `]` moved it; never past either end."""
+        steps = self.history.steps if self.history is not None else []
+        first = self.first_shown
+        if first is None:
+            first = (steps.index(self.step) if self.step in steps else 0) - SHOWN_STEPS // 2
+        return max(0, min(first, len(steps) - SHOWN_STEPS))
 
     def action_shift_steps(self, direction: int) -> None:
-        if self.history is None or len(self.history.steps) <= SHOWN_STEPS:
-            return
-        before = self._shown_steps()
-        self.first_shown = (self.first_shown or 0) + direction * SHOWN_STEPS
-        if self._shown_steps() != before:
+        before = self._first_shown()
+        self.first_shown = before + direction * SHOWN_STEPS
+        if self._first_shown() != before:
             self._title()
             self._table()
 
