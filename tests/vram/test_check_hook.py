@@ -14,7 +14,8 @@ def test_findings_shape_and_severity(script, tmp_path):
     found = vram_findings([script("gpt_sdpa"), str(plain)], "rtx3060")
     assert len(found) == 1
     f = found[0]
-    assert set(f) == {"path", "line", "column", "rule", "severity", "category", "message"}
+    assert set(f) == {"path", "line", "column", "end_column", "rule", "severity", "category",
+                      "message"}
     assert (f["rule"], f["category"], f["severity"], f["line"]) == ("TV900", "memory", "info", 100)
     assert f["message"].startswith("fits on NVIDIA GeForce RTX 3060 12GB: estimated peak")
 
@@ -29,3 +30,19 @@ def test_does_not_fit_is_an_error_with_the_biggest_saving(fixture):
 def test_unknown_gpu_raises_one_line_error(script):
     with pytest.raises(TvisError, match="unknown GPU 'nope'"):
         vram_findings([script("mlp")], "nope")
+
+
+def test_caret_spans_the_code_of_the_line(tmp_path, capsys):
+    from tvis_tui.cli import main
+
+    train = tmp_path / "train.py"
+    train.write_text("import torch\nfrom torch import nn\nmodel = nn.Linear(4, 1)\n"
+                     "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                     "for step in range(3):\n"
+                     "\tloss = model(torch.randn(8, 4)).pow(2).mean()  \n"
+                     "\topt.zero_grad()\n\tloss.backward()\n\topt.step()\n")
+    main(["check", "--gpu", "a100-40gb", str(train)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{train}:6:2: TV900 [info] fits on")
+    assert lines[1].rstrip() == "     loss = model(torch.randn(8, 4)).pow(2).mean()"
+    assert lines[2] == "     " + "^" * len("loss = model(torch.randn(8, 4)).pow(2).mean()")

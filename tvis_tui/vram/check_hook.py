@@ -1,7 +1,7 @@
 """The VRAM verdict as `tvis check --gpu NAME` findings (rule TV900), one per training script.
 
     vram_findings(["train.py"], "a100-40gb") -> [
-        {"path": "train.py", "line": 42, "column": 1, "rule": "TV900",
+        {"path": "train.py", "line": 42, "column": 5, "end_column": 30, "rule": "TV900",
          "severity": "error" | "warning" | "info", "category": "memory",
          "message": "does not fit on NVIDIA A100 40GB: ..."},
     ]
@@ -18,7 +18,7 @@ from typing import Iterable
 
 from tvis_tui.vram.estimate import estimate
 from tvis_tui.vram.gpus import GIB, find_gpu
-from tvis_tui.vram.source import UnreadableScript
+from tvis_tui.vram.source import UnreadableScript, line_span
 from tvis_tui.vram.suggest import suggest
 from tvis_tui.vram.verdict import Verdict
 
@@ -46,8 +46,10 @@ def vram_findings(paths: Iterable[str | Path], gpu: str) -> list[dict]:
             if fixes:
                 message += (f"; biggest saving: {fixes[0].change} (saves "
                             f"{fixes[0].saves_bytes / GIB:.1f} GiB)")
+        line = facts.forward_line or facts.model_line or 1
+        column, end_column = line_span(Path(path), line)
         findings.append({
-            "path": str(path), "line": facts.forward_line or facts.model_line or 1, "column": 1,
+            "path": str(path), "line": line, "column": column, "end_column": end_column,
             "rule": RULE, "severity": SEVERITY[verdict.word], "category": "memory",
             "message": message,
         })

@@ -55,6 +55,18 @@ def read_tree(path: Path) -> Tree | None:
         return None
 
 
+def line_span(path: Path, line: int) -> tuple[int, int]:
+    """The 1-based columns where line `line`'s code starts and ends (end exclusive), for a
+    caret under it; (1, 2) where the line cannot be read."""
+    try:
+        text = _decode(path, path.read_bytes()).splitlines()[line - 1]
+    except (OSError, UnreadableScript, IndexError):
+        return 1, 2
+    code = text.rstrip()
+    start = len(code) - len(code.lstrip()) + 1
+    return start, max(start + 1, len(code) + 1)
+
+
 def _decode(path: Path, data: bytes) -> str:
     """Source text the way Python decodes it: a BOM or `# -*- coding: ... -*-` line, else UTF-8."""
     if b"\0" in data:
