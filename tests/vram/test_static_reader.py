@@ -400,3 +400,30 @@ def test_script_args_argparse_refuses_leave_the_defaults_and_say_so(write):
     assert est.breakdown["parameters"] == 1_057 * 4
     assert "--script-args not understood (argument --hidden: invalid int value: '4k'): the " \
            "script's defaults were read" in est.assumptions
+
+
+@pytest.mark.parametrize("imports, partial", [("from functools import partial", "partial"),
+                                              ("import functools", "functools.partial")])
+def test_partial_optimizers_and_loaders_are_followed(write, imports, partial):
+    """`partial(torch.optim.RMSprop, ...)` was taken for no optimizer (AdamW assumed), and a
+    `partial(DataLoader, ...)` batch for a 224-wide guess (sweep P)."""
+    est = estimate(write("partial.py", f"""\
+        {imports}
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+        make_loader = {partial}(DataLoader, batch_size=32, drop_last=True)
+        loader = make_loader(TensorDataset(torch.randn(256, 1, 64), torch.randint(0, 2, (256,))),
+                             shuffle=True)
+        model = nn.Sequential(nn.Conv1d(1, 8, 5, padding=2), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(8 * 64, 2))
+        make_opt = {partial}(torch.optim.RMSprop, lr=1e-3, alpha=0.9)
+        opt = make_opt(model.parameters())
+        for x, y in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        """))
+    assert [o.kind for o in est.facts.optimizers] == ["RMSprop"]
+    assert est.facts.inputs[0].shape == (32, 1, 64)
+    assert not [a for a in est.assumptions if "224" in a or "AdamW" in a]

@@ -16,7 +16,7 @@ from tvis_tui.vram.values import (UNKNOWN, Instance, Loader, Module, Optimizer, 
 
 BATCH_NAMES = re.compile(r"^(micro_?)?(train_)?batch(_?size)?$|^bs$|^per_device_train_batch_size$"
                          r"|^batch_size_per_(gpu|device)$", re.IGNORECASE)
-SEQ_NAMES = re.compile(r"^(max_)?(seq|sequence)_?len(gth)?$|^block_size$|^context_?(length|len)$"
+SEQ_NAMES = re.compile(r"^(max_)?(seq|sequence)_?len(gth)?$|^block_size$|^context(_?(length|len|size))?$"
                        r"|^max_len(gth)?$|^n_ctx$|^ctx_len$|^bptt$|^max_position$", re.IGNORECASE)
 WORLD_NAMES = re.compile(r"^(world_size|n_?gpus|num_gpus|nprocs|ngpu|num_devices)$", re.IGNORECASE)
 IMAGE_NAMES = re.compile(r"^(img|image)_?(size|res)$|^resolution$|^input_size$", re.IGNORECASE)

@@ -151,7 +151,7 @@ def _first_item(api: Any, dataset: Instance) -> Any:
 
 
 def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
-    """argparse, namespaces, dataclasses and torch.device."""
+    """argparse, namespaces, dataclasses, torch.device and functools.partial."""
     name = parts[-1]
     if name == "ArgumentParser":
         return Instance(None, {"_kind": "argparse", "_dests": {}, "_specs": []})
@@ -165,9 +165,19 @@ def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> An
         return kwargs.get("default", UNKNOWN)
     if name == "device":
         return args[0] if args else "cuda"
+    if name == "partial" and parts[0] == "functools" and args:
+        return _partial(args[0], args[1:], kwargs)
     if name == "chain" and parts[0] == "itertools":
         return [x for a in args for x in a] if all(isinstance(a, (list, tuple)) for a in args) else UNKNOWN
     return _NOT_MINE
+
+
+def _partial(fn: Any, bound: list, bound_kwargs: dict) -> Native:
+    """`partial(torch.optim.AdamW, lr=...)`: a call of it is a call of `fn` at the place of
+    that call, with the bound arguments first."""
+    def call(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> Any:
+        return api.call(fn, [*bound, *args], {**bound_kwargs, **kwargs}, node)
+    return Native("partial", call)
 
 
 def _identity(api: Any, native: Native, args: list, kwargs: dict, node: Node) -> Any:
