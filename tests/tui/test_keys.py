@@ -109,8 +109,9 @@ one step each time it reads a line, saying "started" and "step" when each is on 
 
 
 @contextlib.contextmanager
-def live_run(path: Path, first: int, steps: int) -> Iterator[Callable[[], None]]:
-    """Start writing the run; yields `more()`, which lets the writer put one more step."""
+def live_run(path: Path, first: int, steps: int, kill: bool = False) -> Iterator[Callable[[], None]]:
+    """Start writing the run; yields `more()`, which lets the writer put one more step.
+    With `kill`, `more()` kills the writer once the step is on disk."""
     code = WRITER.format(tests=str(Path(__file__).parent), path=str(path), steps=steps, first=first)
     writer = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -118,6 +119,8 @@ def live_run(path: Path, first: int, steps: int) -> Iterator[Callable[[], None]]
         writer.stdin.write("go\n")
         writer.stdin.flush()
         assert writer.stdout.readline().strip() == "step"
+        if kill and writer.poll() is None:
+            writer.kill()
 
     try:
         assert writer.stdout.readline().strip() == "started"
@@ -125,7 +128,7 @@ def live_run(path: Path, first: int, steps: int) -> Iterator[Callable[[], None]]
             assert writer.stdout.readline().strip() == "step"
         yield more
     finally:
-        writer.communicate("go\n" * steps, timeout=30)
+        writer.communicate(None if kill else "go\n" * steps, timeout=30)
 
 
 async def test_refresh_shows_calls_committed_after_opening(tmp_path):
@@ -136,6 +139,37 @@ async def test_refresh_shows_calls_committed_after_opening(tmp_path):
             more()
             await press(pilot, "ctrl+r", "g", *"20", "enter")
             assert "call 20 of 26" in screen_text(pilot.app)
+
+
+async def _status_line_once(pilot, words: str) -> str:
+    """The status line once it holds `words`, or as it is after 10 s."""
+    for _ in range(100):
+        status = screen_text(pilot.app).splitlines()[-2]
+        if words in status:
+            break
+        await pilot.pause(0.1)
+    return status
+
+
+async def test_a_run_that_ends_while_open_says_how_it_ended_with_its_calls(tmp_path):
+    """Its recorder's process gone, the run was "running: recorder killed" until ctrl+r,
+    after it had ended well (sweep Q)."""
+    with live_run(tmp_path / "live", first=1, steps=2) as more:
+        async with opened(tmp_path / "live") as pilot:
+            assert "live [running]  step 1" in screen_text(pilot.app).splitlines()[-2]
+            more()  # the last step: the writer closes the run "ok" and exits
+            status = await _status_line_once(pilot, "of 26")
+            assert status.startswith(" live  step 1") and "call 1 of 26" in status  # ok: no [...]
+            messages = [n.message for n in pilot.app._notifications]
+            assert "recording ended (ok): 26 calls" in messages
+
+
+async def test_a_recorder_killed_while_its_run_is_open_shows_as_killed(tmp_path):
+    with live_run(tmp_path / "live", first=1, steps=3, kill=True) as more:
+        async with opened(tmp_path / "live") as pilot:
+            more()
+            status = await _status_line_once(pilot, "killed")
+            assert "live [stopped: recorder killed]" in status
 
 
 async def test_refresh_of_a_run_opened_before_its_first_call_shows_call_1(tmp_path):

@@ -36,6 +36,8 @@ from tvis_tui.widgets.source_pane import SourcePane
 from tvis_tui.widgets.status_line import StatusLine
 
 HISTORY_LIMIT = 200
+LIVE_CHECK_S = 1.0
+"""How often a run opened while it is recorded checks that its recorder still runs."""
 
 
 class DebuggerScreen(SteppingActions, Screen):
@@ -61,8 +63,9 @@ class DebuggerScreen(SteppingActions, Screen):
         self.stepper = Stepper(reader)
         self.rows = CallRows(self.stepper)
         self.loader = CallViewLoader(self.stepper, self.rows)
-        self.meta = reader.meta()
-        self.status = run_status(self.meta)
+        self.meta: dict = {}
+        self.status = self.status_text = ""
+        self._read_status()
         self.start = start
         self.history: list[int] = []
         self.future: list[int] = []
@@ -86,12 +89,33 @@ class DebuggerScreen(SteppingActions, Screen):
         self.query_one(CallTree).border_title = Text(printable(self.reader.path.name))
         self.query_one(Inspector).border_title = "inspector"
         self.query_one(CallTree).focus()
+        if self.status == "running":
+            self._recording = self.set_interval(LIVE_CHECK_S, self._check_still_recording)
         if self.stepper.total == 0:
-            self.query_one(StatusLine).update(Text(f"{printable(self.reader.path.name)}: " + (
-                "no calls recorded yet (ctrl+r reloads)" if self.status == "running"
-                else f"{self.status}, no calls were recorded")))
+            self._show_no_calls()
             return
         self.open_at_start()
+
+    def _read_status(self) -> None:
+        """The run's meta, status and the status line's word for it, read at one moment (a
+        recorder that ends between two reads would show as running and killed at once)."""
+        self.meta = self.reader.meta()
+        self.status = run_status(self.meta)
+        reasons = [r for r in (stop_reason(self.meta) if self.status == "stopped" else None,
+                               incomplete_reason(self.meta)) if r]
+        self.status_text = f"{self.status}: {', '.join(reasons)}" if reasons else self.status
+
+    def _check_still_recording(self) -> None:
+        """Once the process recording this run is gone, read the run again: its end (and
+        the calls it added) show without a key, and never as a killed recorder."""
+        if run_status(self.meta) != "running":
+            self._recording.stop()
+            self.reload(ended=True)
+
+    def _show_no_calls(self) -> None:
+        self.query_one(StatusLine).update(Text(f"{printable(self.reader.path.name)}: " + (
+            "no calls recorded yet (ctrl+r reloads)" if self.status == "running"
+            else f"{self.status_text}, no calls were recorded")))
 
     @work(thread=True, exclusive=True, group="open")
     def open_at_start(self) -> None:
@@ -151,9 +175,8 @@ class DebuggerScreen(SteppingActions, Screen):
         self.query_one(SourcePane).show(site.file if site else "", message.source, site.line if site else 0,
                                         message.line_shapes)
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
-        reasons = [r for r in (stop_reason(self.meta), incomplete_reason(self.meta)) if r]
-        status = f"{self.status}: {', '.join(reasons)}" if reasons else self.status
-        self.query_one(StatusLine).show(printable(self.reader.path.name), call, message.total, message.step, status,
+        self.query_one(StatusLine).show(printable(self.reader.path.name), call, message.total, message.step,
+                                        self.status_text,
                                         message.nonfinite_grad)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -255,17 +278,21 @@ class DebuggerScreen(SteppingActions, Screen):
         self.reload()
 
     @work(thread=True, exclusive=True, group="load")
-    def reload(self) -> None:
+    def reload(self, ended: bool = False) -> None:
         try:
             self.stepper.refresh()
         except TvisError as exc:  # cut short since it was opened: reading on would crash
             self.app.call_from_thread(self._damaged, str(exc))
             return
         self.rows.reload()
-        self.meta = self.reader.meta()
-        self.status = run_status(self.meta)
+        self._read_status()
         target = max(1, min(self.seq, self.stepper.total))
-        self.app.call_from_thread(self.notify, f"reloaded: {self.stepper.total:,} calls", timeout=2)
+        said = f"recording ended ({self.status_text})" if ended else "reloaded"
+        self.app.call_from_thread(self.notify, f"{said}: {self.stepper.total:,} calls", timeout=3,
+                               markup=False)
+        if not self.stepper.total:
+            self.app.call_from_thread(self._show_no_calls)
+            return
         if target != self.seq and self.stepper.total:
             # Opened before its first call (seq 0): going to call 1 loads it, as a move does.
             self.app.call_from_thread(setattr, self, "seq", target)

@@ -17,12 +17,20 @@ def identity(pid: int) -> str | None:
     (not Linux, no /proc, the process gone)."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # The command name (field 2) may hold spaces and parentheses: count from its end.
-    fields = stat[stat.rfind(")") + 2:].split()
+    fields = _stat(pid)
     return f"{boot}:{fields[19]}" if len(fields) > 19 else None
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat from its third field (the state) on; [] where there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    # The command name (field 2) may hold spaces and parentheses: count from its end.
+    return stat[stat.rfind(")") + 2:].split()
 
 
 def alive(pid: object, recorded_identity: object = None) -> bool:
@@ -36,6 +44,8 @@ def alive(pid: object, recorded_identity: object = None) -> bool:
         return False
     except PermissionError:
         pass  # someone else's process: it exists
+    if _stat(pid)[:1] == ["Z"]:
+        return False  # ended, and its parent has not reaped it yet
     if not isinstance(recorded_identity, str):
         return True  # a run recorded before identities were, or off Linux
     now = identity(pid)
