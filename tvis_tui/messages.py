@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
-from tvis_tui.store import CallRecord, Slot, StepRecord
+from tvis_tui.store import CallRecord, Site, Slot, StepRecord
 from tvis_tui.widgets.call_rows import Row
 
 
@@ -25,6 +25,10 @@ class CallLoaded(Message):
     line_shapes: dict[int, str] = field(default_factory=dict)
     nonfinite_grad: bool = False
     """The call's outputs are finite, their gradients are not."""
+    site: Site | None = None
+    """The place the source pane shows: the call site, or the called code's definition."""
+    definition: bool = False
+    """`site` is the definition (asked for, and its source recorded)."""
 
     def can_replace(self, message: Message) -> bool:
         # Holding a stepping key queues loads; only the newest needs drawing.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvis_tui.messages import CallLoaded
 from tvis_tui.screens.stepping import Stepper
-from tvis_tui.store import CallRecord
+from tvis_tui.store import CallRecord, Site
 from tvis_tui.store.lines import LineShape
 from tvis_tui.widgets.call_rows import CallRows
 from tvis_tui.widgets.format import shape
@@ -31,11 +31,15 @@ class CallViewLoader:
             self._sources[path] = self.reader.source(path)
         return self._sources[path]
 
-    def load(self, seq: int, *, reveal: bool = True) -> CallLoaded | None:
+    def load(self, seq: int, *, reveal: bool = True, definition: bool = False) -> CallLoaded | None:
+        """With `definition`, the source pane shows the called code's own lines where
+        their source was recorded (a function of the script's: its body and the shapes its
+        lines bound), else where it was called from."""
         call = self.stepper.call(seq)
         if call is None:
             return None
-        site = call.call_site
+        at_definition = bool(definition and call.def_site and self.source(call.def_site.file))
+        site = call.def_site if at_definition else call.call_site
         row = self.rows.reveal(seq) if reveal else None
         return CallLoaded(
             seq=seq,
@@ -47,13 +51,14 @@ class CallViewLoader:
             total=self.stepper.total,
             rows=self.rows.rows,
             row=row,
-            line_shapes=self.line_shapes(call),
+            line_shapes=self.line_shapes(call, site),
+            site=site,
+            definition=at_definition,
         )
 
-    def line_shapes(self, call: CallRecord) -> dict[int, str]:
-        """What each line of the caller's file bound in this call's step (the run's
-        per-line shapes), else the shapes of the calls made around this one."""
-        site = call.call_site
+    def line_shapes(self, call: CallRecord, site: Site | None) -> dict[int, str]:
+        """What each line of `site`'s file bound in this call's step (the run's per-line
+        shapes), else, at the call site, the shapes of the calls made around this one."""
         if site is None:
             return {}
         if not self._has_lines:  # asked again while a live run may still write them
@@ -61,7 +66,7 @@ class CallViewLoader:
         if self._has_lines:
             recorded = {line: _names_and_shapes(entries)
                         for line, entries in self.reader.line_shapes(site.file, call.step).items() if entries}
-            if recorded:
+            if recorded or site is not call.call_site:
                 return recorded
         return self._nearby_shapes(call)
 

@@ -48,6 +48,8 @@ class DebuggerScreen(SteppingActions, Screen):
         Binding("p", "step_view", "This step: the loss over all steps, the predictions, each sample", show=False),
         Binding("w", "params_view", "Every parameter across the optimizer steps: gradient norm, update/weight, "
                 "weight norm", show=False),
+        Binding("d", "definition", "Source: the called code's own lines and the shapes they bound "
+                "(a function of yours), or back to where it was called", show=False),
         Binding("x", "exception", "The whole exception this call raised, or the one a crashed run ended with",
                 show=False),
         Binding("escape", "close", "Back to the run list (when the run was opened from one)", show=False),
@@ -70,6 +72,8 @@ class DebuggerScreen(SteppingActions, Screen):
         self.history: list[int] = []
         self.future: list[int] = []
         self._reveal = True
+        self.definition = False
+        """The source pane shows the called code's definition, not the call site (`d`)."""
         self.loaded_seq = 0
         """The call the panes show now (lags `seq` while a load is in flight)."""
         self.loaded_call: CallRecord | None = None
@@ -160,7 +164,7 @@ class DebuggerScreen(SteppingActions, Screen):
 
     @work(thread=True, exclusive=True, group="load")
     def load(self, seq: int, reveal: bool) -> None:
-        message = self.loader.load(seq, reveal=reveal)
+        message = self.loader.load(seq, reveal=reveal, definition=self.definition)
         if message is not None and not get_current_worker().is_cancelled:
             self.post_message(message)
 
@@ -171,9 +175,11 @@ class DebuggerScreen(SteppingActions, Screen):
         self.loaded_call = call = message.call
         if message.row is not None:
             self.query_one(CallTree).show(message.rows, message.row)
-        site = call.call_site
+        site = message.site
+        note = " · definition" if message.definition else (
+            " · call site (no definition recorded)" if self.definition else "")
         self.query_one(SourcePane).show(site.file if site else "", message.source, site.line if site else 0,
-                                        message.line_shapes)
+                                        message.line_shapes, note)
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
         self.query_one(StatusLine).show(printable(self.reader.path.name), call, message.total, message.step,
                                         self.status_text,
@@ -297,13 +303,17 @@ class DebuggerScreen(SteppingActions, Screen):
             # Opened before its first call (seq 0): going to call 1 loads it, as a move does.
             self.app.call_from_thread(setattr, self, "seq", target)
             return
-        message = self.loader.load(target)
+        message = self.loader.load(target, definition=self.definition)
         if message is not None:
             self.post_message(message)
 
     def _damaged(self, message: str) -> None:
         self.action_close()
         self.app.notify(f"cannot reload: {message}", severity="error", markup=False, timeout=10)
+
+    def action_definition(self) -> None:
+        self.definition = not self.definition
+        self.load(self.seq, False)
 
     def action_values(self) -> None:
         inspector = self.query_one(Inspector)

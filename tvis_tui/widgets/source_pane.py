@@ -56,12 +56,14 @@ class SourcePane(ScrollView, can_focus=True):
         # the other lines on screen are drawn as before.
         self._drawn: LRUCache[tuple[str, int, int, int, str, str | None], Strip] = LRUCache(1024)
 
-    def show(self, path: str, text: str | None, line: int, shapes: Mapping[int, str] | None = None) -> None:
-        """Show `path` (its snapshot `text`) on `line` (1-based); `shapes` maps line -> shape."""
+    def show(self, path: str, text: str | None, line: int, shapes: Mapping[int, str] | None = None,
+             note: str = "") -> None:
+        """Show `path` (its snapshot `text`) on `line` (1-based); `shapes` maps line -> shape;
+        `note` follows the file's name in the title."""
         if path != self.path:  # sideways scrolling stays while stepping through one file
             self.column = 0
         self.path, self.line, self.shapes = path, line, shapes or {}
-        self.border_title = f"{path.rsplit('/', 1)[-1]}:{line}" if path else "source"
+        self.border_title = Text(f"{path.rsplit('/', 1)[-1]}:{line}{note}" if path else "source")
         if text is None:
             self._highlighter = None
             self._note = f"source not recorded: {path}:{line}" if path else "no call site recorded"
