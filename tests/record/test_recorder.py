@@ -1020,6 +1020,34 @@ net.heads["cls"](net(x)).sum().backward()
                      ("backward", 1, "block"), ("backward", 2, "block.0"), ("backward", 2, "block.1")]
 
 
+def test_parts_called_before_their_model_have_the_names_they_have_after(run_inprocess):
+    """`D[0](x)` before the first `D(x)`: step 1 named the parts `Linear`, `Tanh`,
+    `Linear#2` and steps 2 on `0`, `1`, `2` (sweep Q). A wrapper's model (`ddp.module`)
+    called itself stays a model of its own."""
+    code, run = run_inprocess(HEADER + """
+class Wrapper(nn.Module):
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+    def forward(self, x):
+        return self.module(x)
+
+D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+G = nn.Linear(2, 4)
+wrapped = Wrapper(G)
+opt = torch.optim.SGD([*D.parameters(), *G.parameters()], lr=0.1)
+for i in range(2):
+    h = D[0](G(torch.randn(6, 2)))
+    loss = D[2](D[1](h)).mean() + D(wrapped(torch.randn(6, 2))).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    names = [[(c.depth, c.name) for c in _calls(run) if c.kind == "module" and c.step == step]
+             for step in (1, 2)]
+    assert names[0] == names[1] == [(0, "Linear"), (0, "0"), (0, "1"), (0, "2"), (0, "Wrapper"),
+                                    (1, "module"), (0, "Sequential"), (1, "0"), (1, "1"), (1, "2")]
+
+
 def test_a_call_open_when_the_step_limit_stops_the_script_is_unfinished_not_failed(run_inprocess, capsys):
     code, run = run_inprocess(HEADER + """
 class Trainer(nn.Module):

@@ -64,7 +64,7 @@ class ModuleHooks(HookBase):
         enclosing_root = self._enclosing_root(stack)
         if enclosing_root is None:
             caller = lambda: self.sites.user_frame(frame)  # walked on a first call only
-            root, name = self.names.inside(module) or (module, self.names.root_name(module, caller))
+            root, name = self.names.inside(module, caller) or (module, self.names.root_name(module, caller))
         else:
             root, name = enclosing_root, self.names.name(enclosing_root, module)
         cls = type(module)

@@ -93,15 +93,25 @@ class ModuleNames:
         refs.append(weakref.ref(root))
         return len(refs)
 
-    def inside(self, module: torch.nn.Module) -> tuple[torch.nn.Module, str] | None:
+    def inside(self, module: torch.nn.Module, caller: Callable[[], FrameType | None] = lambda: None
+               ) -> tuple[torch.nn.Module, str] | None:
         """(root, qualified name) when `module`, called with no call open, is part of a
-        model already called: a block that checkpointing recomputes during backward, a
-        ModuleDict head the loop calls itself. Its calls then read as inside that model."""
+        model: a block that checkpointing recomputes during backward, a ModuleDict head the
+        loop calls itself, `D[0](x)` before `D(x)`. Its calls then read as inside that
+        model, named as they are when the model calls them. A model not called yet is
+        found among the names the calling code (`caller`) sees, on the part's first call."""
         for root, table in list(self._tables.items()):
             name = table.get(id(module))
-            if name is not None and root is not module:
+            if name is not None and root is not module and name.split(".", 1)[0] not in _WRAPPED:
                 return root, name
-        return None
+        if module in self._root_names:
+            return None  # a model of its own, seen before
+        frame = caller()
+        owner = _owner(module, visible_names(frame)) if frame is not None else None
+        if owner is None:
+            return None
+        self.root_name(owner, lambda: frame)
+        return owner, self.name(owner, module)
 
     def name(self, root: torch.nn.Module, module: torch.nn.Module) -> str:
         table = self._table(root)
@@ -222,6 +232,27 @@ def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
             if key is not None:
                 return f"{name}.{key}"
     return None
+
+
+_WRAPPED = {"module", "_orig_mod"}
+"""The attribute a wrapper (DDP, DataParallel, torch.compile) holds the whole model in:
+calling that model itself does not make it a part of the wrapper."""
+
+
+def _owner(module: torch.nn.Module, scope: dict[str, Any]) -> torch.nn.Module | None:
+    """The outermost model in `scope` that `module` is a part of, if any. Not a
+    ModuleList or ModuleDict (never called itself: its members are roots, _member_name)."""
+    best, size = None, 0
+    for value in scope.values():
+        kind = type(value)  # not isinstance: a dead weakref.proxy raises on __class__
+        if not issubclass(kind, torch.nn.Module) or value is module or \
+                kind in (torch.nn.ModuleList, torch.nn.ModuleDict):
+            continue
+        parts = dict(value.named_modules(remove_duplicate=False))
+        path = next((n for n, m in parts.items() if m is module), None)
+        if path and path.split(".", 1)[0] not in _WRAPPED and len(parts) > size:
+            best, size = value, len(parts)
+    return best
 
 
 def visible_names(frame: FrameType) -> dict[str, Any]:
