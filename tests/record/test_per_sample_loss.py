@@ -217,6 +217,31 @@ def test_the_worst_samples_leave_out_ignored_ones_and_put_a_nan_loss_first():
     assert unweighted["worst"] == [[1, 2.0], [0, 1.5]] and unweighted["count"] == 2
 
 
+def test_a_summed_loss_leaves_out_the_samples_it_ignores_too(run_inprocess):
+    """With reduction="sum" the weights were dropped, and a sample whose every position
+    was ignore_index ranked among the worst with a loss of 0 (sweep Q)."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+m = nn.Linear(2, 4)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+out = m(torch.randn(3, 5, 2)).transpose(1, 2)          # N=3, C=4, T=5
+tgt = torch.randint(0, 4, (3, 5)); tgt[1] = -1          # sample 1: every position ignored
+loss = F.nll_loss(F.log_softmax(out, 1), tgt, ignore_index=-1, reduction="sum")
+opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    summary = run.step(1).extra["per_sample_loss"]
+    assert sorted(i for i, _ in summary["worst"]) == [0, 2] and summary["count"] == 3
+    call = run.call(summary["seq"])
+    slots = {s.path: s for s in run.slots(call.seq, "per_sample")}
+    values = run.values(call.seq, slots["per_sample"])
+    assert list(run.values(call.seq, slots["per_sample.weight"])) == [5, 0, 5]
+    assert float(values.sum()) == pytest.approx(run.step(1).loss, rel=1e-6) and values[1] == 0
+
+
 def test_the_step_view_reads_every_samples_loss_back(run_inprocess):
     from tvis_tui.store.step_details import sample_losses
 

@@ -67,8 +67,8 @@ MODULES: dict[type, tuple[str, tuple[str, ...]]] = {
 
 @dataclass(frozen=True, slots=True)
 class PerSample:
-    """One value per batch element, and the weight each has in a "mean" reduction
-    (None when all weights are equal)."""
+    """One value per batch element, and the weight each has (what a "mean" reduction
+    divides by; 0 for a sample the loss leaves out; None when all weights are equal)."""
 
     values: torch.Tensor
     weights: torch.Tensor | None
@@ -231,11 +231,11 @@ def _denominators(name: str, target: torch.Tensor, loss: torch.Tensor,
 
 def _combine(parts: list[tuple[torch.Tensor, torch.Tensor | None, int]], reduction: str) -> PerSample:
     totals = torch.cat([t for t, _, _ in parts])
-    if reduction == "sum":
-        return PerSample(totals, None, reduction)
     if all(w is None for _, w, _ in parts):
-        return PerSample(totals / parts[0][2], None, reduction)
+        return PerSample(totals if reduction == "sum" else totals / parts[0][2], None, reduction)
     weights = torch.cat([w if w is not None else torch.full_like(t, float(k)) for t, w, k in parts])
+    if reduction == "sum":  # the weights still tell which samples the loss left out
+        return PerSample(totals, weights, reduction)
     safe = torch.where(weights == 0, torch.ones_like(weights), weights)
     values = torch.where(weights == 0, torch.zeros_like(totals), totals / safe)
     return PerSample(values, weights, reduction)
