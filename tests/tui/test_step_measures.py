@@ -51,6 +51,19 @@ def test_a_gpu_step_names_its_clock_and_big_figures_have_no_exponent():
         "peak memory 1.3 KiB in backward (forward 0.648, loss 0.771 KiB)"  # not 0.000648 MiB
 
 
+def test_phases_too_small_for_the_totals_unit_are_each_in_their_own():
+    """A 3 s step read `forward 0.000117  backward 0.000322  optimizer 9.83e-05  other 3.00 s`
+    (sweep Q)."""
+    slow = StepRecord(step=1, first_seq=1, last_seq=2, peak_bytes=3 << 30,
+                      phase_ns={"forward": 117_000, "backward": 322_000, "optimizer": 98_300,
+                                "other": 3_000_000_000},
+                      extra={"wall_ns": 3_000_537_300,
+                             "peak_phase_bytes": {"forward": 3 << 30, "data": 2048}})
+    lines = step_measures(slow).plain.splitlines()
+    assert lines[0] == "time 3 s  forward 117 µs  backward 322 µs  optimizer 98.3 µs  other 3 s"
+    assert lines[1] == "peak memory 3.0 GiB in forward (data 2.0 KiB)"
+
+
 def test_an_unmeasured_step_says_so():
     lines = step_measures(StepRecord(step=1, first_seq=1, last_seq=1)).plain.splitlines()
     assert lines[:2] == ["time not measured", "peak memory not measured"]

@@ -17,23 +17,31 @@ def step_measures(step: StepRecord) -> Text:
 
 
 def _time_line(step: StepRecord) -> Text:
-    """`time 37.6 ms  data 3.31  forward 16.9 ... ms`: the phases in the total's unit."""
+    """`time 37.6 ms  data 3.31  forward 16.9 ... ms`: the phases in the total's unit;
+    each in its own where one is too small for it (`time 3.00 s  forward 117 µs ...`,
+    never `forward 0.000117`)."""
     wall = step.extra.get("wall_ns")
     line = Text("time ", style="bold")
     if not isinstance(wall, int):
         return line.append("not measured", style="dim")
     line.append(duration(wall))
     unit, scale = time_unit(wall)
-    for phase in PHASES:
-        ns = step.phase_ns.get(phase)
-        if ns:
-            line.append("  ")
-            line.append(phase, style=phase_style(phase))
-            line.append(f" {_short(ns / scale)}")
-    line.append(f" {unit}")
+    phases = [(phase, step.phase_ns[phase]) for phase in PHASES if step.phase_ns.get(phase)]
+    own_units = any(_too_small(ns / scale) for _, ns in phases)
+    for phase, ns in phases:
+        line.append("  ")
+        line.append(phase, style=phase_style(phase))
+        line.append(f" {duration(ns) if own_units else _short(ns / scale)}")
+    if not own_units:
+        line.append(f" {unit}")
     if step.extra.get("phase_clock"):
         line.append(f" ({step.extra['phase_clock']})", style="dim")
     return line
+
+
+def _too_small(value: float) -> bool:
+    """Below what three digits after the point show without an exponent."""
+    return 0 < value < 0.001
 
 
 def _short(value: float) -> str:
@@ -54,9 +62,12 @@ def _memory_line(step: StepRecord) -> Text:
         line.append(" in ")
         line.append(top, style=phase_style(top))
         unit, scale = byte_unit(step.peak_bytes)
-        others = [f"{p} {_short(phases[p] / scale)}" for p in PHASES if p in phases and p != top]
-        if others:
-            line.append(f" ({', '.join(others)} {unit})", style="dim")
+        shown = [p for p in PHASES if p in phases and p != top]
+        if shown:
+            own_units = any(_too_small(phases[p] / scale) for p in shown)
+            others = ", ".join(f"{p} {human_bytes(phases[p]) if own_units else _short(phases[p] / scale)}"
+                               for p in shown)
+            line.append(f" ({others}{'' if own_units else ' ' + unit})", style="dim")
     return line
 
 
