@@ -332,7 +332,8 @@ def test_a_malformed_record_is_a_one_line_error_and_runs_no_code(good_run, tmp_p
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (name, proc.stderr)
         assert proc.stderr.startswith(f"tvis: error: {run}: corrupt run (")
         assert not out.exists()  # no cut export left behind
-    assert "a malformed call record: ExtraData" in _tvis("export", str(runs["pickled_call"])).stderr
+    # Named: which record is damaged (sweep Q)
+    assert "a malformed call record, call 2: ExtraData" in _tvis("export", str(runs["pickled_call"])).stderr
     assert "its schema version is '1'" in _tvis("export", str(runs["schema_as_text"])).stderr
     assert not (tmp_path / "witness").exists()
 
@@ -402,7 +403,7 @@ def _mistyped() -> dict[str, tuple[bytes, bytes, Any, str]]:
 
     call, step, slot = codec.u64(2), codec.u32(1), codec.slot_key(2, 1, 0)
     return {
-        "call name a number": (layout.CALLS, call, {**_CALL, "name": 5}, "call record: TypeError: field 'name' holds int 5"),
+        "call name a number": (layout.CALLS, call, {**_CALL, "name": 5}, "call record, call 2: TypeError: field 'name' holds int 5"),
         "call seq as text": (layout.CALLS, call, {**_CALL, "seq": "2"}, "field 'seq' holds str '2'"),
         "negative parent": (layout.CALLS, call, {**_CALL, "parent": -3}, "field 'parent' holds int -3"),
         "step a list": (layout.CALLS, call, {**_CALL, "step": [1]}, "field 'step' holds list [1]"),
@@ -414,13 +415,13 @@ def _mistyped() -> dict[str, tuple[bytes, bytes, Any, str]]:
                                    "field 'def_site.file' holds str 'a'"),
         "lrs as text": (layout.CALLS, call, {**_CALL, "kind": "optimizer", "extra": {"lrs": "abc"}},
                         "field 'extra.lrs' holds str 'abc'"),
-        "step loss as text": (layout.STEPS, step, {**_STEP, "loss": "x"}, "step record: TypeError: field 'loss'"),
+        "step loss as text": (layout.STEPS, step, {**_STEP, "loss": "x"}, "step record, step 1: TypeError: field 'loss'"),
         "step extra as text": (layout.STEPS, step, {**_STEP, "extra": "x"}, "field 'extra' holds str 'x'"),
         "step wall time as text": (layout.STEPS, step, {**_STEP, "extra": {"wall_ns": "1 ms"}},
                                    "field 'extra.wall_ns' holds str '1 ms'"),
         "phase times a list": (layout.STEPS, step, {**_STEP, "phase_ns": [1]}, "field 'phase_ns' holds list [1]"),
         "step past its key": (layout.STEPS, step, {**_STEP, "step": 2**32}, "field 'step' holds int 4294967296"),
-        "histogram of text": (layout.SLOTS, slot, {**_SLOT, "hist": ["a"]}, "slot record: TypeError: field 'hist'"),
+        "histogram of text": (layout.SLOTS, slot, {**_SLOT, "hist": ["a"]}, "slot record, call 2: TypeError: field 'hist'"),
         "count as text": (layout.SLOTS, slot, {**_SLOT, "stats": {"numel": "x"}}, "field 'numel' holds str 'x'"),
         "traceback a list": (layout.META, b"traceback", ["x"], "meta record: TypeError: field 'traceback' holds list"),
         "failing site a number": (layout.META, b"failing_site", 5, "field 'failing_site' holds int 5"),
@@ -476,7 +477,8 @@ def test_tui_shows_why_a_run_with_a_malformed_step_cannot_be_opened(good_run, tm
         return app.return_code, app.damage
 
     code, damage = asyncio.run(on_its_own())
-    assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed step record: TypeError: field 'loss'")
+    assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed step record, step 1: "
+                                           "TypeError: field 'loss'")
 
     async def from_the_list() -> tuple[object, list[str]]:
         app = make_app(bad.parent)

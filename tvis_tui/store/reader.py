@@ -142,23 +142,26 @@ class RunReader:
             raise self._corrupt(exc) from None
 
     def get_record(self, db: bytes, key: bytes, as_record: Callable[[Any], T] = lambda data: data,
-                   what: str = "") -> T | None:
+                   what: str = "", where: str = "") -> T | None:
         """The value at `key`, decoded as `decode` does; None when there is none."""
         raw = self.get_raw(db, key)
-        return None if raw is None else self.decode(raw, as_record, what)
+        return None if raw is None else self.decode(raw, as_record, what, where)
 
-    def decode(self, raw: bytes, as_record: Callable[[Any], T] = lambda data: data, what: str = "") -> T:
+    def decode(self, raw: bytes, as_record: Callable[[Any], T] = lambda data: data, what: str = "",
+               where: str = "") -> T:
         """One stored value, unpacked (and made a record by `as_record`). A malformed one
         (bit rot, or a run made by hand) is a TvisError: one line for the user, never a
-        traceback, and never code run (the codec reads MessagePack's data types only)."""
+        traceback, and never code run (the codec reads MessagePack's data types only).
+        `where` names the record in that line (`call 3`)."""
         try:
             return as_record(codec.unpack(raw))
         except _MALFORMED as exc:
-            raise self._malformed(what or "stored", exc) from None
+            raise self._malformed(what or "stored", exc, where) from None
 
-    def _malformed(self, what: str, exc: BaseException) -> TvisError:
+    def _malformed(self, what: str, exc: BaseException, where: str = "") -> TvisError:
         detail = type(exc).__name__ + (f": {_first_line(exc)}" if str(exc) else "")
-        return TvisError(f"{self.path}: corrupt run (a malformed {what} record: {detail})")
+        at = f", {where}" if where else ""
+        return TvisError(f"{self.path}: corrupt run (a malformed {what} record{at}: {detail})")
 
     def scan(self, db: bytes, start: bytes = b"", stop: bytes | None = None, *,
              reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
@@ -230,7 +233,7 @@ class RunReader:
         return self.entries(layout.CALLS)
 
     def _call(self, seq: int) -> CallRecord | None:
-        return self.get_record(layout.CALLS, codec.u64(seq), self._decode_call, "call")
+        return self.get_record(layout.CALLS, codec.u64(seq), self._decode_call, "call", f"call {seq}")
 
     def _decode_call(self, data: dict[str, Any]) -> CallRecord:
         for name in ("call_site", "def_site"):
@@ -245,8 +248,8 @@ class RunReader:
     def calls(self, first: int, last: int) -> list[CallRecord]:
         """Calls with first <= seq <= last, in order."""
         return [
-            self.decode(v, self._decode_call, "call")
-            for _, v in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1))
+            self.decode(v, self._decode_call, "call", f"call {codec.from_u64(k)}")
+            for k, v in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1))
         ]
 
     def children(self, seq: int, *, after: int = 0, limit: int | None = None) -> list[int]:
@@ -297,7 +300,7 @@ class RunReader:
         for key, value in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1), reverse=reverse):
             if quick and quick not in value.lower():
                 continue
-            data = self.decode(value, as_map, "call")
+            data = self.decode(value, as_map, "call", f"call {codec.from_u64(key)}")
             if needle in str(data.get("name", "")).lower() or needle in str(data.get("type", "")).lower():
                 yield codec.from_u64(key)
 
@@ -335,7 +338,8 @@ class RunReader:
         else:
             code = _ROLE_CODES[role]
             start, stop = codec.slot_key(seq, code, 0), codec.slot_key(seq, code + 1, 0)
-        return [self.decode(v, Slot.from_wire, "slot") for _, v in self.scan(layout.SLOTS, start, stop)]
+        return [self.decode(v, Slot.from_wire, "slot", f"call {seq}")
+                for _, v in self.scan(layout.SLOTS, start, stop)]
 
     def values(self, seq: int, slot: Slot) -> np.ndarray | None:
         """The stored values of a tensor slot, or None when they were not captured."""
@@ -369,17 +373,18 @@ class RunReader:
         """How many steps the run holds that ended: every step record but a last one still
         open (a run killed mid-step, or a step begun just before the script ended)."""
         count = self.entries(layout.STEPS)
-        for _, value in self.scan(layout.STEPS, reverse=True):
-            if not self.decode(value, StepRecord.from_wire, "step").complete:
+        for key, value in self.scan(layout.STEPS, reverse=True):
+            if not self.decode(value, StepRecord.from_wire, "step", f"step {codec.from_u32(key)}").complete:
                 count -= 1
             break
         return count
 
     def steps(self) -> list[StepRecord]:
-        return [self.decode(v, StepRecord.from_wire, "step") for _, v in self.scan(layout.STEPS)]
+        return [self.decode(v, StepRecord.from_wire, "step", f"step {codec.from_u32(k)}")
+                for k, v in self.scan(layout.STEPS)]
 
     def step(self, step: int) -> StepRecord | None:
-        return self.get_record(layout.STEPS, codec.u32(step), StepRecord.from_wire, "step")
+        return self.get_record(layout.STEPS, codec.u32(step), StepRecord.from_wire, "step", f"step {step}")
 
     def phases(self, step: int) -> list[PhaseSpan]:
         """The phase spans of a step, in order (data, forward, loss, backward, ...)."""
