@@ -79,8 +79,9 @@ async def test_step_view_shows_the_measures_and_m_switches_the_plot(healthy_run)
         assert "loss per step  (m: time)" in text
         await press(pilot, "m")
         text = screen_text(pilot.app)
-        assert "step time per step (ms, tvis's own time left out)  (m: memory)" in text
-        assert "0.0275┤" in text and "   0┤" in text  # steps 1 to 3: 25.5, 26.5, 27.5 µs, from 0
+        # In the unit the largest reads in: 0.0275 ms was the top tick (sweep Q).
+        assert "step time per step (µs, tvis's own time left out)  (m: memory)" in text
+        assert "27.5┤" in text and "   0┤" in text  # steps 1 to 3: 25.5, 26.5, 27.5 µs, from 0
         await press(pilot, "m")
         assert "peak memory per step (MiB)  (m: loss)" in screen_text(pilot.app)
         await press(pilot, "right_square_bracket")  # the plot keeps its measure from step to step
@@ -107,7 +108,7 @@ async def test_the_plots_leave_out_an_unfinished_last_step(tmp_path):
         lines = screen_text(pilot.app).splitlines()
         axis = next(i for i, line in enumerate(lines) if "└┬" in line)
         assert lines[axis + 1].strip("│ ").split() == ["1", "2"]  # no step 3 on the x axis
-        assert any("0.0265┤" in line for line in lines)
+        assert any("26.5┤" in line for line in lines)
 
 
 async def test_memory_and_time_are_plotted_from_zero(tmp_path):
@@ -125,6 +126,26 @@ async def test_memory_and_time_are_plotted_from_zero(tmp_path):
         text = screen_text(pilot.app)
         assert "peak memory per step (MiB)" in text
         assert "5.71┤" in text and "   0┤" in text and "5.63┤" not in text
+
+
+async def test_a_run_without_a_loss_says_none_was_recorded_and_small_peaks_plot_in_bytes(tmp_path):
+    """It said "no finite loss recorded", which reads as NaN losses; a peak of 308 B was
+    plotted as 0.000294 MiB (sweep Q)."""
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step, peak in zip((1, 2), (308, 200)):
+            write_step(w, step, np.random.default_rng(0))
+            base = (step - 1) * CALLS_PER_STEP
+            w.put_step(StepRecord(step=step, first_seq=base + 1, last_seq=base + CALLS_PER_STEP,
+                                  peak_bytes=peak))
+        w.close(status="ok", steps_recorded=2)
+    async with opened(tmp_path / "run", 2, size=(100, 30)) as pilot:
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "no loss recorded" in text and "finite" not in text
+        await press(pilot, "m", "m")
+        text = screen_text(pilot.app)
+        assert "peak memory per step (B)" in text and "308┤" in text
 
 
 async def test_a_diverging_loss_is_plotted_on_a_log_axis_with_short_labels(tmp_path):

@@ -21,11 +21,12 @@ from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
+from tvis_tui.store.listing import byte_unit
 from tvis_tui.store.parameters import optimizer_calls, step_lrs
 from tvis_tui.store.samples import batch_tokens_of, predictions, samples
 from tvis_tui.store.step_details import (broadcast_shapes, chance_loss, eval_layers, fed_probabilities,
                                          loss_seq_of, sample_losses, step_batch)
-from tvis_tui.widgets.format import number
+from tvis_tui.widgets.format import number, time_unit
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sample_pane import SamplePane
 from tvis_tui.widgets.step_measures import step_measures
@@ -33,15 +34,17 @@ from tvis_tui.widgets.step_measures import step_measures
 TOP_SHOWN = 3
 """Classes shown per sample, most probable first (the record keeps up to five)."""
 
-PLOTTED: dict[str, tuple[str, Callable[[StepRecord], float | None]]] = {
-    "loss": ("loss per step", lambda s: s.loss),
-    "time": ("step time per step (ms, tvis's own time left out)",
-             lambda s: s.extra["wall_ns"] / 1e6 if isinstance(s.extra.get("wall_ns"), int) else None),
-    "memory": ("peak memory per step (MiB)",
-               lambda s: s.peak_bytes / 2**20 if s.peak_bytes is not None else None),
+PLOTTED: dict[str, tuple[str, Callable[[StepRecord], float | None], Callable[[float], tuple[str, float]]]] = {
+    "loss": ("loss per step", lambda s: s.loss, lambda _: ("", 1.0)),
+    "time": ("step time per step ({unit}, tvis's own time left out)",
+             lambda s: s.extra["wall_ns"] if isinstance(s.extra.get("wall_ns"), int) else None,
+             lambda most: time_unit(int(most))),
+    "memory": ("peak memory per step ({unit})", lambda s: s.peak_bytes,
+               lambda most: byte_unit(int(most))),
 }
-"""What `m` cycles the plot through: its title and each complete step's value (an
-unfinished step, as the last draw that found the data exhausted, measured no step)."""
+"""What `m` cycles the plot through: its title, each complete step's value (an
+unfinished step, as the last draw that found the data exhausted, measured no step), and
+the unit the largest value reads in (ns and bytes: 308 B is not plotted as 0.000294 MiB)."""
 
 FROM_ZERO = {"time", "memory"}
 """Amounts plotted from 0: on an axis fitted to the values, 5.63 to 5.71 MiB (1%) looked
@@ -171,14 +174,17 @@ class StepScreen(Screen[None]):
 
     def _plot(self, steps: list[StepRecord]) -> None:
         widget = self.query_one(PlotextPlot)
-        title, value_of = PLOTTED[self.plotted]
+        title, value_of, unit_of = PLOTTED[self.plotted]
+        values = [(s.step, value_of(s)) for s in steps if s.complete]
+        unit, scale = unit_of(max((abs(y) for _, y in values if y is not None and math.isfinite(y)), default=0))
+        values = [(x, y / scale if y is not None else None) for x, y in values]
         chance = self.chance if self.plotted == "loss" else None
-        widget.border_title = (f"{title}" + (f", yellow: chance level {number(chance[0])} ({chance[1]})" if chance else "")
+        widget.border_title = (title.format(unit=unit)
+                               + (f", yellow: chance level {number(chance[0])} ({chance[1]})" if chance else "")
                                + f"  (m: {self._next_plotted()})")
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        values = [(s.step, value_of(s)) for s in steps if s.complete]
         points = [(x, y) for x, y in values if y is not None and math.isfinite(y)]
         if points and chance:  # drawn first: the loss goes over it where they meet
             plt.hline(chance[0], "yellow")
@@ -188,7 +194,8 @@ class StepScreen(Screen[None]):
             if here:
                 plt.scatter([here[0][0]], [here[0][1]], marker="●", color="red")
         bad = [x for x, y in values if y is not None and not math.isfinite(y)]
-        plt.title(f"no finite {self.plotted} recorded" if not points else
+        measured = any(y is not None for _, y in values)
+        plt.title(f"no {'finite ' if measured else ''}{self.plotted} recorded" if not points else
                   f"NaN/Inf {self.plotted} at step {', '.join(map(str, bad[:5]))}" if bad else "")
         plt.xlabel("step")
         xs = [x for x, _ in points]
