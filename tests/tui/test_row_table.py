@@ -44,3 +44,15 @@ async def test_a_narrower_column_the_edge_would_cut_is_blanked_whole():
     # A right-justified -1.839e-08 cut after five cells would read -1.839.
     header, row = await _lines(["name", "value"], ["x" * 30, "-1.839e-08"])
     assert "value" not in header and "-1.8" not in row and row.rstrip().endswith("›")
+
+
+async def test_lines_below_the_last_row_have_no_marker():
+    """A marker says a row's column is cut; the empty lines under the rows have none to
+    cut, and drew `›` all the way down the inspector (sweep Q)."""
+    app = TableApp(["name", "value"], ["x" * 30, "-1.839e-08"])
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause()
+        table = app.query_one(RowTable)
+        lines = [table.render_line(y).text for y in range(5)]
+    assert lines[0].rstrip().endswith("›") and lines[1].rstrip().endswith("›")
+    assert lines[2:] == [" " * len(lines[2])] * 3

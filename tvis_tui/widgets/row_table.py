@@ -61,6 +61,8 @@ class RowTable(DataTable):
 
     def render_line(self, y: int) -> Strip:
         strip = super().render_line(y)
+        if y >= self.header_height and y + int(self.scroll_y) >= self.virtual_size.height:
+            return strip  # below the last row: no column there to be cut
         left, right = self.cut_columns()
         if right is not None:
             strip = _blank(strip, right, self._visible_width, CUT_RIGHT, at_end=True)
