@@ -158,6 +158,14 @@ async def test_values_view_writes_a_single_value_out_exactly(healthy_run):
         assert " = " not in screen_text(pilot.app).splitlines()[0]
 
 
+async def test_values_view_says_an_empty_slice_holds_no_values(healthy_run):
+    # It showed the column labels alone (sweep Q).
+    async with opened(healthy_run, 3) as pilot:
+        pilot.app.screen.query_one("#inspector").focus()
+        await press(pilot, "down", "enter", "i", *["backspace"] * 20, *"1, 2, 3:1, :", "enter")
+        assert "[1, 2, 3:1, :] → [0, 8] holds no values" in screen_text(pilot.app)
+
+
 async def test_slot_without_values_does_not_open_a_view(healthy_run):
     async with opened(healthy_run, 12) as pilot:  # backward: param grad, values not kept
         pilot.app.screen.query_one("#inspector").focus()

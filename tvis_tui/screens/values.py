@@ -111,6 +111,8 @@ class ValuesScreen(Screen):
         index.append(f" → {shape(view.shape)}", style="dim")
         if view.size == 1:
             index.append(f" = {view.reshape(())[()]}", style="bold")
+        elif view.size == 0:  # `[1:0, :]`: the grid would show its column labels only
+            index.append(" holds no values", style="bold yellow")
         path = self.slot.path
         width = self.query_one("#values-title", Static).content_size.width
         # One cell more: the "…" that says the dtype and shape were cut.
