@@ -996,3 +996,30 @@ def test_the_index_beneath_a_split_reads_numpy_and_tensor_indices():
     outer = Subset(inner, torch.tensor([3, 1]))
     assert samples._index_beneath(outer, np.int64(0)) == 6  # outer[0] -> inner[3] -> 6
     assert samples._index_beneath(list(range(3)), 1) is None  # no split: nothing beneath
+
+
+@pytest.mark.parametrize("names, targets", [
+    ('LABELS = ["cat", "dog", "cow"]', "y"),
+    ('CATEGORIES = ["cat", "dog", "cow"]', "y"),
+    ('idx2label = {0: "cat", 1: "dog", 2: "cow"}', "y"),
+    ('label_names = ["cat", "dog", "cow"]', "labels"),  # a `labels` tensor beside them
+])
+def test_class_names_in_a_labels_variable_name_the_classes(run_inprocess, names, targets):
+    """`LABELS = [...]` named nothing (sweep Q). A batch's `labels` tensor is no list of
+    names and hides none."""
+    code, run = run_inprocess(f"""
+import torch
+from torch import nn
+torch.manual_seed(0)
+{names}
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(1):
+    x, {targets} = torch.randn(5, 4), torch.tensor([0, 1, 2, 1, 0])
+    loss = nn.functional.cross_entropy(model(x), {targets})
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    predicted = S.predictions(run, 1)
+    assert predicted["names"] is True
+    assert [row["target"] for row in predicted["samples"]] == ["cat", "dog", "cow", "dog", "cat"]

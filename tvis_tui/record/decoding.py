@@ -5,7 +5,7 @@ form: the modules call the functional ones), or at its first one that trains whe
 earlier one was a metric on detached logits (data.py), the logits and targets are read,
 never written. The vocabulary comes from what the script itself has: class names from the
 dataset (`classes`, `class_to_idx`, `id2label`, also on a dataset it wraps), the model's
-`config.id2label`, or a variable of the script (`classes`, `class_names`, `id2label`,
+`config.id2label`, or a variable of the script (`classes`, `class_names`, `LABELS`, `id2label`,
 ...), used where there is one name for each class; a tokenizer from the script's
 variables or the one it used last. When the tokenizer's
 vocabulary matches the number of logits (or they are it padded to a round size), predictions
@@ -36,9 +36,11 @@ MAX_SAMPLES = 64
 
 MAX_TEXT = 512
 
-NAME_ATTRS = ("classes", "class_names", "CLASSES", "CLASS_NAMES", "label_names", "categories",
-              "idx_to_class", "id2label", "class_to_idx", "label2id")
-"""Attribute and variable names that hold class names (a list, or a map either way)."""
+NAME_ATTRS = ("classes", "class_names", "CLASSES", "CLASS_NAMES", "label_names", "LABEL_NAMES",
+              "categories", "CATEGORIES", "labels", "LABELS", "idx_to_class", "id2label",
+              "idx2label", "class_to_idx", "label2id")
+"""Attribute and variable names that hold class names (a list, or a map either way): a
+batch's `labels` tensor is no list of names, and names of another count name no class."""
 
 WRAPPED = ("dataset", "base", "data_source")
 
