@@ -1048,6 +1048,46 @@ for i in range(2):
                                     (1, "module"), (0, "Sequential"), (1, "0"), (1, "1"), (1, "2")]
 
 
+def test_a_module_that_holds_the_model_and_is_never_called_is_not_its_root(run_inprocess):
+    """A LightningModule-style step (here a lambda: no recorded function to name calls
+    within `self`) calls `self.model` and `self.crit`: `self` is no model that calls
+    them (review). A part of a wrapper's model keeps the wrapper's name for it."""
+    code, run = run_inprocess(HEADER + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 1)
+    def forward(self, x):
+        return self.fc(x)
+
+class Wrapper(nn.Module):
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+    def forward(self, x):
+        return self.module(x)
+
+class Lit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model, self.crit = Net(), nn.MSELoss()
+    training_step = lambda self, x, y: self.crit(self.model(x), y)
+
+lit = Lit()
+wrapped = Wrapper(nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+opt = torch.optim.SGD(lit.parameters(), lr=0.1)
+for i in range(2):
+    loss = lit.training_step(wrapped(torch.randn(4, 2)), torch.randn(4, 1))
+    opt.zero_grad(); loss.backward(); opt.step()
+    wrapped.module[0](torch.randn(4, 2))
+""")
+    assert code == 0
+    names = [[(c.depth, c.name) for c in _calls(run) if c.kind == "module" and c.step == step]
+             for step in (1, 2)]
+    assert names[0] == names[1] == [(0, "Wrapper"), (1, "module"), (2, "module.0"), (2, "module.1"),
+                                    (0, "Net"), (1, "fc"), (0, "MSELoss"), (0, "module.0")]
+
+
 def test_a_call_open_when_the_step_limit_stops_the_script_is_unfinished_not_failed(run_inprocess, capsys):
     code, run = run_inprocess(HEADER + """
 class Trainer(nn.Module):

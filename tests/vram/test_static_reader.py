@@ -427,3 +427,34 @@ def test_partial_optimizers_and_loaders_are_followed(write, imports, partial):
     assert [o.kind for o in est.facts.optimizers] == ["RMSprop"]
     assert est.facts.inputs[0].shape == (32, 1, 64)
     assert not [a for a in est.assumptions if "224" in a or "AdamW" in a]
+
+
+def test_a_tensor_named_like_a_size_is_not_replaced_by_the_command_lines_size(write):
+    """`context = a @ h` is attention's output, not a sequence length: `--seq-len 64`
+    replaced it by 64 and the step was no longer followed (review)."""
+    path = write("attn.py", """\
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.emb = nn.Embedding(1000, d)
+                self.q = nn.Linear(d, d)
+                self.head = nn.Linear(d, 1000)
+            def forward(self, ids):
+                h = self.emb(ids)
+                a = torch.softmax(self.q(h) @ h.transpose(1, 2), -1)
+                context = a @ h
+                return self.head(context)
+
+        model = Block(256)
+        opt = torch.optim.AdamW(model.parameters())
+        seq_len = 128
+        for step in range(10):
+            ids = torch.randint(0, 1000, (8, seq_len))
+            loss = nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten())
+            opt.zero_grad(); loss.backward(); opt.step()
+        """)
+    est = estimate(path, Settings(seq_len=64))
+    assert est.confidence == "high" and est.facts.inputs[0].shape == (8, 64)

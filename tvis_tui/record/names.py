@@ -99,15 +99,17 @@ class ModuleNames:
         model: a block that checkpointing recomputes during backward, a ModuleDict head the
         loop calls itself, `D[0](x)` before `D(x)`. Its calls then read as inside that
         model, named as they are when the model calls them. A model not called yet is
-        found among the names the calling code (`caller`) sees, on the part's first call."""
+        looked for (`_owner`) among the names the calling code (`caller`) sees, on the
+        part's first call; only for a part that holds parameters (a loss made anew each
+        step is searched for no owner each step)."""
         for root, table in list(self._tables.items()):
             name = table.get(id(module))
-            if name is not None and root is not module and name.split(".", 1)[0] not in _WRAPPED:
+            if name is not None and root is not module and name not in _WRAPPED:
                 return root, name
-        if module in self._root_names:
-            return None  # a model of its own, seen before
+        if module in self._root_names or next(module.parameters(), None) is None:
+            return None  # a model of its own, seen before; or one no model's name hangs on
         frame = caller()
-        owner = _owner(module, visible_names(frame)) if frame is not None else None
+        owner = _owner(module, frame) if frame is not None else None
         if owner is None:
             return None
         self.root_name(owner, lambda: frame)
@@ -239,18 +241,21 @@ _WRAPPED = {"module", "_orig_mod"}
 calling that model itself does not make it a part of the wrapper."""
 
 
-def _owner(module: torch.nn.Module, scope: dict[str, Any]) -> torch.nn.Module | None:
-    """The outermost model in `scope` that `module` is a part of, if any. Not a
-    ModuleList or ModuleDict (never called itself: its members are roots, _member_name)."""
+def _owner(module: torch.nn.Module, frame: FrameType) -> torch.nn.Module | None:
+    """The outermost model that code in `frame` sees, that will call `module` when called
+    itself, and that `module` is a part of: the model `__init__` builds (`self`, probing
+    a part for a size), or a Sequential (`D[0](x)` before `D(x)`). Not any module that
+    holds it: a LightningModule, or a holder of a model and its loss, may never be called."""
     best, size = None, 0
-    for value in scope.values():
+    for name, value in visible_names(frame).items():
         kind = type(value)  # not isinstance: a dead weakref.proxy raises on __class__
-        if not issubclass(kind, torch.nn.Module) or value is module or \
-                kind in (torch.nn.ModuleList, torch.nn.ModuleDict):
+        if value is module or not (
+                name == "self" and frame.f_code.co_name == "__init__" and issubclass(kind, torch.nn.Module)
+                or issubclass(kind, torch.nn.Sequential) and kind.forward is torch.nn.Sequential.forward):
             continue
         parts = dict(value.named_modules(remove_duplicate=False))
         path = next((n for n, m in parts.items() if m is module), None)
-        if path and path.split(".", 1)[0] not in _WRAPPED and len(parts) > size:
+        if path and path not in _WRAPPED and len(parts) > size:
             best, size = value, len(parts)
     return best
 

@@ -91,6 +91,8 @@ class Facts:
         """`value` assigned to `name`, replaced by a command-line override when the name is
         a batch size or sequence length; remembered so the breakdown can say where it came from."""
         s = self.settings
+        if not isinstance(value, (int, Unknown)) or isinstance(value, bool):
+            return value  # a tensor named `context` (attention's output) is no size
         if BATCH_NAMES.match(name):
             value = s.batch_size if s.batch_size is not None else value
         elif SEQ_NAMES.match(name):
