@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -152,13 +153,16 @@ def test_a_killed_runs_pid_taken_by_another_process_does_not_read_running(
 def test_a_killed_recorder_its_parent_has_not_reaped_reads_stopped(tmp_path, capsys):
     """A zombie is no recorder: a run its parent started and has not yet waited for."""
     child = subprocess.Popen([sys.executable, "-c", "pass"])
-    for _ in range(200):  # exited, not reaped: no wait() until the end
-        if open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
-            break
-        time.sleep(0.05)
-    with RunWriter(tmp_path / "runs" / "r") as w:
-        w.put_meta(script="train.py", started_at="2026-01-01T00:00:00", status="running",
-                   pid=child.pid, host=socket.gethostname(), process=identity(child.pid))
-    assert main(["ls", str(tmp_path / "runs")]) == 0
-    assert capsys.readouterr().out.splitlines()[1].split()[-1] == "stopped"
-    child.wait()
+    stat = Path(f"/proc/{child.pid}/stat")
+    try:
+        for _ in range(200):  # exited, not reaped: no wait() until the end
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        with RunWriter(tmp_path / "runs" / "r") as w:
+            w.put_meta(script="train.py", started_at="2026-01-01T00:00:00", status="running",
+                       pid=child.pid, host=socket.gethostname(), process=identity(child.pid))
+        assert main(["ls", str(tmp_path / "runs")]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split()[-1] == "stopped"
+    finally:
+        child.wait()

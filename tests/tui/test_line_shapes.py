@@ -64,7 +64,7 @@ MAIN = "/p/train.py"
 MAIN_TEXT = "from helpers import pool\nh = emb(ids)\nv = pool(h, mask)\nloss = fc(v).mean()\n"
 
 
-def _run_with_a_function(path, helpers_source: bool = True):
+def _run_with_a_function(path, helpers_source: bool = True, lines: bool = True):
     with RunWriter(path) as w:
         _meta(w, MAIN, "2026-12-01T10:00:00")
         w.put_source(MAIN, MAIN_TEXT)
@@ -75,9 +75,11 @@ def _run_with_a_function(path, helpers_source: bool = True):
             w.put_call(CallRecord(seq=seq, parent=0, depth=0, step=1, phase="forward", kind=kind,
                                   name=name, type=name, call_site=Site(MAIN, line), def_site=def_site,
                                   start_ns=seq, duration_ns=1000))
-        w.put_lines(1, [(HELPERS, LineRecord(3, 1, (LineShape("m", (4, 5, 1), "float32"),))),
-                        (HELPERS, LineRecord(4, 1, (LineShape("s", (4, 8), "float32"),))),
-                        (MAIN, LineRecord(3, 1, (LineShape("v", (4, 8), "float32"),)))])
+            w.put_slots(seq, [(Slot("output", 0, "out", shape=(4, 8), dtype="float32"), None)])
+        if lines:
+            w.put_lines(1, [(HELPERS, LineRecord(3, 1, (LineShape("m", (4, 5, 1), "float32"),))),
+                            (HELPERS, LineRecord(4, 1, (LineShape("s", (4, 8), "float32"),))),
+                            (MAIN, LineRecord(3, 1, (LineShape("v", (4, 8), "float32"),)))])
         w.close(status="ok", steps_recorded=1)
     return path
 
@@ -94,7 +96,7 @@ async def test_d_shows_a_functions_own_lines_and_what_they_bound(tmp_path):
         assert str(pane.border_title) == "helpers.py:2 · definition"
         await press(pilot, "S")  # a module of torch's: its source is not in the run
         assert (pane.path, pane.line) == (MAIN, 2)
-        assert str(pane.border_title) == "train.py:2 · call site (no definition recorded)"
+        assert str(pane.border_title) == "train.py:2 · call site (definition not in the run)"
         await press(pilot, "s", "d")  # d again: back to call sites
         assert (pane.path, pane.line, str(pane.border_title)) == (MAIN, 3, "train.py:3")
 
@@ -104,3 +106,13 @@ async def test_d_without_the_definitions_source_stays_at_the_call_site(tmp_path)
         await press(pilot, "d")
         pane = pilot.app.screen.query_one(SourcePane)
         assert (pane.path, pane.line, dict(pane.shapes)) == (MAIN, 3, {3: "v [4, 8]"})
+
+
+async def test_d_in_a_run_without_line_shapes_labels_no_line_of_the_definition(tmp_path):
+    """The shapes of the calls made around this one are the caller's lines: drawn on the
+    definition, they labelled helpers.py's lines 2 and 3 with train.py's (review)."""
+    async with opened(_run_with_a_function(tmp_path / "run", lines=False), 2) as pilot:
+        pane = pilot.app.screen.query_one(SourcePane)
+        assert dict(pane.shapes) == {2: "emb → [4, 8]", 3: "pool → [4, 8]"}
+        await press(pilot, "d")
+        assert (pane.path, dict(pane.shapes)) == (HELPERS, {})

@@ -51,14 +51,15 @@ class CallViewLoader:
             total=self.stepper.total,
             rows=self.rows.rows,
             row=row,
-            line_shapes=self.line_shapes(call, site),
+            line_shapes=self.line_shapes(call, site, at_definition),
             site=site,
             definition=at_definition,
         )
 
-    def line_shapes(self, call: CallRecord, site: Site | None) -> dict[int, str]:
+    def line_shapes(self, call: CallRecord, site: Site | None, at_definition: bool = False) -> dict[int, str]:
         """What each line of `site`'s file bound in this call's step (the run's per-line
-        shapes), else, at the call site, the shapes of the calls made around this one."""
+        shapes), else, at the call site, the shapes of the calls made around this one
+        (they are the caller's lines, not the definition's)."""
         if site is None:
             return {}
         if not self._has_lines:  # asked again while a live run may still write them
@@ -66,9 +67,9 @@ class CallViewLoader:
         if self._has_lines:
             recorded = {line: _names_and_shapes(entries)
                         for line, entries in self.reader.line_shapes(site.file, call.step).items() if entries}
-            if recorded or site is not call.call_site:
+            if recorded or at_definition:
                 return recorded
-        return self._nearby_shapes(call)
+        return {} if at_definition else self._nearby_shapes(call)
 
     def _nearby_shapes(self, call: CallRecord) -> dict[int, str]:
         """Output shapes of the calls made around this one from the same file, by line:

@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from tvis_tui.errors import TvisError
 from tvis_tui.messages import CallLoaded, JumpFound, RowsChanged, RunClosed, ValuesRequested
@@ -72,6 +72,8 @@ class DebuggerScreen(SteppingActions, Screen):
         self.history: list[int] = []
         self.future: list[int] = []
         self._reveal = True
+        self._ending: Worker | None = None
+        """The reload that reads the end of a run recorded while it is open."""
         self.definition = False
         """The source pane shows the called code's definition, not the call site (`d`)."""
         self.loaded_seq = 0
@@ -111,10 +113,12 @@ class DebuggerScreen(SteppingActions, Screen):
 
     def _check_still_recording(self) -> None:
         """Once the process recording this run is gone, read the run again: its end (and
-        the calls it added) show without a key, and never as a killed recorder."""
-        if run_status(self.meta) != "running":
+        the calls it added) show without a key, and never as a killed recorder. Checked
+        until a reload has read the end: a move's load cancels a reload not yet begun."""
+        if self.status != "running":
             self._recording.stop()
-            self.reload(ended=True)
+        elif (self._ending is None or self._ending.is_finished) and run_status(self.meta) != "running":
+            self._ending = self.reload(ended=True)
 
     def _show_no_calls(self) -> None:
         self.query_one(StatusLine).update(Text(f"{printable(self.reader.path.name)}: " + (
@@ -177,7 +181,7 @@ class DebuggerScreen(SteppingActions, Screen):
             self.query_one(CallTree).show(message.rows, message.row)
         site = message.site
         note = " · definition" if message.definition else (
-            " · call site (no definition recorded)" if self.definition else "")
+            " · call site (definition not in the run)" if self.definition else "")
         self.query_one(SourcePane).show(site.file if site else "", message.source, site.line if site else 0,
                                         message.line_shapes, note)
         self.query_one(Inspector).show(message.seq, message.slots, message.call)
@@ -287,11 +291,13 @@ class DebuggerScreen(SteppingActions, Screen):
     def reload(self, ended: bool = False) -> None:
         try:
             self.stepper.refresh()
+            self.rows.reload()
+            self._read_status()
         except TvisError as exc:  # cut short since it was opened: reading on would crash
             self.app.call_from_thread(self._damaged, str(exc))
             return
-        self.rows.reload()
-        self._read_status()
+        if get_current_worker().is_cancelled:  # closed, or a move came first
+            return
         target = max(1, min(self.seq, self.stepper.total))
         said = f"recording ended ({self.status_text})" if ended else "reloaded"
         self.app.call_from_thread(self.notify, f"{said}: {self.stepper.total:,} calls", timeout=3,
@@ -299,7 +305,7 @@ class DebuggerScreen(SteppingActions, Screen):
         if not self.stepper.total:
             self.app.call_from_thread(self._show_no_calls)
             return
-        if target != self.seq and self.stepper.total:
+        if target != self.seq:
             # Opened before its first call (seq 0): going to call 1 loads it, as a move does.
             self.app.call_from_thread(setattr, self, "seq", target)
             return
@@ -308,7 +314,10 @@ class DebuggerScreen(SteppingActions, Screen):
             self.post_message(message)
 
     def _damaged(self, message: str) -> None:
-        self.action_close()
+        if not self.is_mounted:
+            return  # closed while the reload read: the reader is gone, and so is the run's view
+        if self.is_current:  # not another screen on top of it (the step view)
+            self.action_close()
         self.app.notify(f"cannot reload: {message}", severity="error", markup=False, timeout=10)
 
     def action_definition(self) -> None:

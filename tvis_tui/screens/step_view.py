@@ -38,9 +38,9 @@ PLOTTED: dict[str, tuple[str, Callable[[StepRecord], float | None], Callable[[fl
     "loss": ("loss per step", lambda s: s.loss, lambda _: ("", 1.0)),
     "time": ("step time per step ({unit}, tvis's own time left out)",
              lambda s: s.extra["wall_ns"] if isinstance(s.extra.get("wall_ns"), int) else None,
-             lambda most: time_unit(int(most))),
+             lambda most: time_unit(int(most)) if most else ("ms", 1e6)),
     "memory": ("peak memory per step ({unit})", lambda s: s.peak_bytes,
-               lambda most: byte_unit(int(most))),
+               lambda most: byte_unit(int(most)) if most else ("MiB", 2**20)),
 }
 """What `m` cycles the plot through: its title, each complete step's value (an
 unfinished step, as the last draw that found the data exhausted, measured no step), and

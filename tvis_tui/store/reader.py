@@ -142,25 +142,25 @@ class RunReader:
             raise self._corrupt(exc) from None
 
     def get_record(self, db: bytes, key: bytes, as_record: Callable[[Any], T] = lambda data: data,
-                   what: str = "", where: str = "") -> T | None:
+                   what: str = "") -> T | None:
         """The value at `key`, decoded as `decode` does; None when there is none."""
         raw = self.get_raw(db, key)
-        return None if raw is None else self.decode(raw, as_record, what, where)
+        return None if raw is None else self.decode(raw, as_record, what, key)
 
     def decode(self, raw: bytes, as_record: Callable[[Any], T] = lambda data: data, what: str = "",
-               where: str = "") -> T:
+               key: bytes = b"") -> T:
         """One stored value, unpacked (and made a record by `as_record`). A malformed one
         (bit rot, or a run made by hand) is a TvisError: one line for the user, never a
         traceback, and never code run (the codec reads MessagePack's data types only).
-        `where` names the record in that line (`call 3`)."""
+        `key`, the record's, names it in that line (`call 3`)."""
         try:
             return as_record(codec.unpack(raw))
         except _MALFORMED as exc:
-            raise self._malformed(what or "stored", exc, where) from None
+            raise self._malformed(what or "stored", exc, key) from None
 
-    def _malformed(self, what: str, exc: BaseException, where: str = "") -> TvisError:
+    def _malformed(self, what: str, exc: BaseException, key: bytes = b"") -> TvisError:
         detail = type(exc).__name__ + (f": {_first_line(exc)}" if str(exc) else "")
-        at = f", {where}" if where else ""
+        at = _record_name(what, key)
         return TvisError(f"{self.path}: corrupt run (a malformed {what} record{at}: {detail})")
 
     def scan(self, db: bytes, start: bytes = b"", stop: bytes | None = None, *,
@@ -233,7 +233,7 @@ class RunReader:
         return self.entries(layout.CALLS)
 
     def _call(self, seq: int) -> CallRecord | None:
-        return self.get_record(layout.CALLS, codec.u64(seq), self._decode_call, "call", f"call {seq}")
+        return self.get_record(layout.CALLS, codec.u64(seq), self._decode_call, "call")
 
     def _decode_call(self, data: dict[str, Any]) -> CallRecord:
         for name in ("call_site", "def_site"):
@@ -248,7 +248,7 @@ class RunReader:
     def calls(self, first: int, last: int) -> list[CallRecord]:
         """Calls with first <= seq <= last, in order."""
         return [
-            self.decode(v, self._decode_call, "call", f"call {codec.from_u64(k)}")
+            self.decode(v, self._decode_call, "call", k)
             for k, v in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1))
         ]
 
@@ -300,7 +300,7 @@ class RunReader:
         for key, value in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1), reverse=reverse):
             if quick and quick not in value.lower():
                 continue
-            data = self.decode(value, as_map, "call", f"call {codec.from_u64(key)}")
+            data = self.decode(value, as_map, "call", key)
             if needle in str(data.get("name", "")).lower() or needle in str(data.get("type", "")).lower():
                 yield codec.from_u64(key)
 
@@ -338,8 +338,7 @@ class RunReader:
         else:
             code = _ROLE_CODES[role]
             start, stop = codec.slot_key(seq, code, 0), codec.slot_key(seq, code + 1, 0)
-        return [self.decode(v, Slot.from_wire, "slot", f"call {seq}")
-                for _, v in self.scan(layout.SLOTS, start, stop)]
+        return [self.decode(v, Slot.from_wire, "slot", k) for k, v in self.scan(layout.SLOTS, start, stop)]
 
     def values(self, seq: int, slot: Slot) -> np.ndarray | None:
         """The stored values of a tensor slot, or None when they were not captured."""
@@ -374,17 +373,16 @@ class RunReader:
         open (a run killed mid-step, or a step begun just before the script ended)."""
         count = self.entries(layout.STEPS)
         for key, value in self.scan(layout.STEPS, reverse=True):
-            if not self.decode(value, StepRecord.from_wire, "step", f"step {codec.from_u32(key)}").complete:
+            if not self.decode(value, StepRecord.from_wire, "step", key).complete:
                 count -= 1
             break
         return count
 
     def steps(self) -> list[StepRecord]:
-        return [self.decode(v, StepRecord.from_wire, "step", f"step {codec.from_u32(k)}")
-                for k, v in self.scan(layout.STEPS)]
+        return [self.decode(v, StepRecord.from_wire, "step", k) for k, v in self.scan(layout.STEPS)]
 
     def step(self, step: int) -> StepRecord | None:
-        return self.get_record(layout.STEPS, codec.u32(step), StepRecord.from_wire, "step", f"step {step}")
+        return self.get_record(layout.STEPS, codec.u32(step), StepRecord.from_wire, "step")
 
     def phases(self, step: int) -> list[PhaseSpan]:
         """The phase spans of a step, in order (data, forward, loss, backward, ...)."""
@@ -449,6 +447,15 @@ def _range(cursor: Any, start: bytes, stop: bytes | None, reverse: bool) -> Iter
         if key < start:
             return
         yield key, value
+
+
+def _record_name(what: str, key: bytes) -> str:
+    """`, call 3` for a call's or its slot's key, `, step 2` for a step's; else nothing."""
+    if what in ("call", "slot") and len(key) >= 8:
+        return f", call {codec.from_u64(key[:8])}"
+    if what == "step" and len(key) == 4:
+        return f", step {codec.from_u32(key)}"
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -59,7 +59,8 @@ def line_span(path: Path, line: int) -> tuple[int, int]:
     """The 1-based columns where line `line`'s code starts and ends (end exclusive), for a
     caret under it; (1, 2) where the line cannot be read."""
     try:
-        text = _decode(path, path.read_bytes()).splitlines()[line - 1]
+        # Python's own line breaks: str.splitlines also breaks at form feeds and \x85.
+        text = _decode(path, path.read_bytes()).replace("\r\n", "\n").replace("\r", "\n").split("\n")[line - 1]
     except (OSError, UnreadableScript, IndexError):
         return 1, 2
     code = text.rstrip()

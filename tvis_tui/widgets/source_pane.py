@@ -20,6 +20,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tvis_tui.text import printable
 from tvis_tui.widgets.highlight import Highlighter
 
 
@@ -63,7 +64,7 @@ class SourcePane(ScrollView, can_focus=True):
         if path != self.path:  # sideways scrolling stays while stepping through one file
             self.column = 0
         self.path, self.line, self.shapes = path, line, shapes or {}
-        self.border_title = Text(f"{path.rsplit('/', 1)[-1]}:{line}{note}" if path else "source")
+        self.border_title = Text(f"{printable(path.rsplit('/', 1)[-1])}:{line}{note}" if path else "source")
         if text is None:
             self._highlighter = None
             self._note = f"source not recorded: {path}:{line}" if path else "no call site recorded"

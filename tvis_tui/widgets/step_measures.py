@@ -18,7 +18,7 @@ def step_measures(step: StepRecord) -> Text:
 
 def _time_line(step: StepRecord) -> Text:
     """`time 37.6 ms  data 3.31  forward 16.9 ... ms`: the phases in the total's unit;
-    each in its own where one is too small for it (`time 3.00 s  forward 117 µs ...`,
+    each in its own where one is too small for it (`time 3 s  forward 117 µs ...`,
     never `forward 0.000117`)."""
     wall = step.extra.get("wall_ns")
     line = Text("time ", style="bold")
