@@ -1020,18 +1020,22 @@ net.heads["cls"](net(x)).sum().backward()
                      ("backward", 1, "block"), ("backward", 2, "block.0"), ("backward", 2, "block.1")]
 
 
-def test_parts_called_before_their_model_have_the_names_they_have_after(run_inprocess):
-    """`D[0](x)` before the first `D(x)`: step 1 named the parts `Linear`, `Tanh`,
-    `Linear#2` and steps 2 on `0`, `1`, `2` (sweep Q). A wrapper's model (`ddp.module`)
-    called itself stays a model of its own."""
-    code, run = run_inprocess(HEADER + """
+WRAPPER = """
 class Wrapper(nn.Module):
     def __init__(self, module):
         super().__init__()
         self.module = module
     def forward(self, x):
         return self.module(x)
+"""
+"""A wrapper that holds the model as `module`, as DDP and DataParallel do."""
 
+
+def test_parts_called_before_their_model_have_the_names_they_have_after(run_inprocess):
+    """`D[0](x)` before the first `D(x)`: step 1 named the parts `Linear`, `Tanh`,
+    `Linear#2` and steps 2 on `0`, `1`, `2` (sweep Q). A wrapper's model (`ddp.module`)
+    called itself stays a model of its own."""
+    code, run = run_inprocess(HEADER + WRAPPER + """
 D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
 G = nn.Linear(2, 4)
 wrapped = Wrapper(G)
@@ -1052,20 +1056,13 @@ def test_a_module_that_holds_the_model_and_is_never_called_is_not_its_root(run_i
     """A LightningModule-style step (here a lambda: no recorded function to name calls
     within `self`) calls `self.model` and `self.crit`: `self` is no model that calls
     them (review). A part of a wrapper's model keeps the wrapper's name for it."""
-    code, run = run_inprocess(HEADER + """
+    code, run = run_inprocess(HEADER + WRAPPER + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(2, 1)
     def forward(self, x):
         return self.fc(x)
-
-class Wrapper(nn.Module):
-    def __init__(self, module):
-        super().__init__()
-        self.module = module
-    def forward(self, x):
-        return self.module(x)
 
 class Lit(nn.Module):
     def __init__(self):

@@ -15,12 +15,18 @@ from pathlib import Path
 def identity(pid: int) -> str | None:
     """`<boot id>:<start ticks>` of process `pid`, or None where the system does not tell
     (not Linux, no /proc, the process gone)."""
+    return _identity(_stat(pid))
+
+
+def _identity(fields: list[str]) -> str | None:
+    """identity() from the process's stat fields (`_stat`)."""
+    if len(fields) <= 19:
+        return None
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return None
-    fields = _stat(pid)
-    return f"{boot}:{fields[19]}" if len(fields) > 19 else None
+    return f"{boot}:{fields[19]}"
 
 
 def _stat(pid: int) -> list[str]:
@@ -44,9 +50,10 @@ def alive(pid: object, recorded_identity: object = None) -> bool:
         return False
     except PermissionError:
         pass  # someone else's process: it exists
-    if _stat(pid)[:1] == ["Z"]:
+    fields = _stat(pid)  # read once: the TUI asks every second while a run records
+    if fields[:1] == ["Z"]:
         return False  # ended, and its parent has not reaped it yet
     if not isinstance(recorded_identity, str):
         return True  # a run recorded before identities were, or off Linux
-    now = identity(pid)
+    now = _identity(fields)
     return now is None or now == recorded_identity

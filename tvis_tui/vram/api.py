@@ -81,7 +81,7 @@ class Api:
             if name in obj.attrs:
                 return obj.attrs[name]
             if obj.cls is not None and name in obj.cls.methods:
-                return self._method(obj, name)
+                return self.method(obj, name)
             if obj.cls is not None and name in obj.cls.fields:
                 return obj.cls.fields[name]
             return Native(name, torchlib.module_method, obj)
@@ -89,7 +89,7 @@ class Api:
             if name in obj.attrs:
                 return obj.attrs[name]
             if obj.cls is not None and name in obj.cls.methods:
-                return self._method(obj, name)
+                return self.method(obj, name)
             if obj.cls is not None and name in obj.cls.fields:
                 return obj.cls.fields[name]
             return Native(name, torchlib.object_method, obj)
@@ -107,7 +107,7 @@ class Api:
             return obj
         return builtins.python_attr(obj, name)
 
-    def _method(self, obj: Module | Instance, name: str) -> Any:
+    def method(self, obj: Module | Instance, name: str) -> Any:
         """A script class's method bound to `obj`; a property's value (its getter called)."""
         bound = Function(obj.cls.methods[name], obj.cls.scope, obj)
         return self.interp.call_function(bound, [], {}) if name in obj.cls.properties else bound

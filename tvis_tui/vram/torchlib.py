@@ -141,8 +141,7 @@ def _first_item(api: Any, dataset: Instance) -> Any:
     outer = tape.ops
     tape.ops = []
     try:
-        item = api.interp.call_function(
-            Function(dataset.cls.methods["__getitem__"], dataset.cls.scope, dataset), [0], {})
+        item = api.interp.call_function(api.method(dataset, "__getitem__"), [0], {})
     finally:
         tape.ops = outer
     if isinstance(item, list):
