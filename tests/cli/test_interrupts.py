@@ -108,3 +108,34 @@ def test_a_sigterm_that_landed_in_a_callback_is_raised_again_in_the_main_thread(
         undo()
     assert raised.value.name == "SIGTERM" and "Exception ignored" not in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # undone
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+def test_a_scripts_signal_handler_that_exits_inside_a_callback_exits_once(capsys):
+    """A SIGTERM handler that saves and calls sys.exit(), run by python inside a weakref
+    callback of tvis's: its SystemExit was printed as ignored and the script trained on
+    (a fresh clone's test run). It is raised again, the same exception, and the handler
+    does not run twice."""
+    from tvis_tui.interrupts import pass_on_lost_handler_exceptions
+
+    ran = []
+
+    def save_and_leave(signum: int, frame: object) -> None:
+        ran.append(signum)
+        sys.exit(3)
+
+    old = signal.signal(signal.SIGUSR1, save_and_leave)
+    undo = pass_on_lost_handler_exceptions()
+    try:
+        thing = _Thing()
+        ref = weakref.ref(thing, lambda _: save_and_leave(signal.SIGUSR1, None))  # as if it landed there
+        assert ref() is thing
+        with pytest.raises(SystemExit) as caught:
+            del thing
+            _a_moment(RAISED_WITHIN)
+        assert caught.value.code == 3 and ran == [signal.SIGUSR1]
+        assert signal.getsignal(signal.SIGUSR1) is save_and_leave  # the script's, put back
+    finally:
+        undo()
+        signal.signal(signal.SIGUSR1, old)
+    assert "Exception ignored" not in capsys.readouterr().err

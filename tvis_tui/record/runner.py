@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from tvis_tui.errors import TvisError
-from tvis_tui.interrupts import die_of
+from tvis_tui.interrupts import die_of, pass_on_lost_handler_exceptions
 from tvis_tui.record.calls import first_line
 from tvis_tui.record.hard_exit import close_run_first
 from tvis_tui.record.job_rank import job_rank
@@ -130,6 +130,7 @@ def record(target: Target, options: Options) -> int:
     if rank_problem is not None:
         recorder.warn(rank_problem)
     outcome = _Outcome()
+    undo_lost_exits = pass_on_lost_handler_exceptions()  # before tvis's own signals' hooks
     undo_terminations = end_on_termination()
 
     def hard_exit(status: int, frame: types.FrameType | None) -> None:  # in a thread of its own
@@ -142,6 +143,7 @@ def record(target: Target, options: Options) -> int:
         _execute(target, script, outcome, recorder)
     finally:
         undo_terminations()  # from here a SIGTERM kills at once, as under python
+        undo_lost_exits()
         undo_hard_exit()
         if recorder.in_recording_process():
             steps = _close(recorder, outcome)
