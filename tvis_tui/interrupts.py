@@ -10,7 +10,9 @@ raised again in the main thread, as if the key had been pressed just after:
 `_thread.interrupt_main` from a new thread, so that the main thread takes it once the
 hook has returned (called from the hook itself it would be raised inside the hook, and
 lost again). Only under Python's own SIGINT handler: a handler of the script's would run
-twice. Every other exception goes to the hook that was there before.
+twice. An exception a handler of the script's raised there (a SIGTERM handler's
+`sys.exit()`) is raised again itself (`pass_on_lost_handler_exceptions`). Every other
+exception goes to the hook that was there before.
 """
 
 from __future__ import annotations
