@@ -1,5 +1,5 @@
 """RowTable's edges: a column the pane's edge would cut is blanked with a marker, unless
-it is wider than the pane (then blanking it would leave nothing to read)."""
+it is wider than the pane in a table of text (then blanking it would leave nothing to read)."""
 
 from __future__ import annotations
 
@@ -56,3 +56,31 @@ async def test_lines_below_the_last_row_have_no_marker():
         lines = [table.render_line(y).text for y in range(5)]
     assert lines[0].rstrip().endswith("›") and lines[1].rstrip().endswith("›")
     assert lines[2:] == [" " * len(lines[2])] * 3
+
+
+class NumbersApp(App):
+    """The params view's shape: a name column fixed, one column of figures wider than
+    the room left beside it."""
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(fixed_columns=1, cut_wide_columns=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one(RowTable)
+        table.add_columns("parameter", "step 1", "step 2")
+        table.add_row("x" * 33, Text("0.01", justify="right"), Text("0.7347", justify="right"))
+
+
+async def test_a_table_of_numbers_never_shows_a_figure_cut():
+    """At 40 columns the params view showed lr 0.01 as `0.0›` and 0.7347 as `0.734›`
+    (sweep Q): a cut figure reads as another figure, so its column is blanked whole."""
+    app = NumbersApp()
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause()
+        table = app.query_one(RowTable)
+        header, row = (table.render_line(y).text for y in range(2))
+        assert "0.0" not in row and "step" not in header and row.rstrip().endswith("›")
+        table.action_cursor_right()  # scrolled: still no part of a figure
+        await pilot.pause()
+        row = table.render_line(1).text
+        assert "0.0" not in row and "0.7" not in row and "‹" in row

@@ -58,7 +58,8 @@ class ParamsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="params-title")
-        yield RowTable(id="params", fixed_columns=2)  # the name and trend stay as the steps scroll
+        # The name and trend stay as the steps scroll; a step's figure is never shown cut.
+        yield RowTable(id="params", fixed_columns=2, cut_wide_columns=False)
         yield Footer()
 
     def on_mount(self) -> None:

@@ -23,7 +23,8 @@ class RowTable(DataTable):
     Here a column only partly in view is blanked, and a marker says more lies that way.
     Rows have no labels (the offsets below assume so). The first `fixed_columns` stay in
     view (a row's name); the rest scroll past them, and are what the keys and markers
-    count."""
+    count. A column wider than the pane is shown cut, as text still reads cut, unless
+    `cut_wide_columns` is False: a table of numbers, where `0.01` cut reads `0.0`."""
 
     BINDINGS = [
         Binding("k", "cursor_up", "Up", show=False),
@@ -32,8 +33,9 @@ class RowTable(DataTable):
         Binding("end", "scroll_bottom", "Last row", show=False),
     ]
 
-    def __init__(self, *, id: str | None = None, fixed_columns: int = 0) -> None:
+    def __init__(self, *, id: str | None = None, fixed_columns: int = 0, cut_wide_columns: bool = True) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False, fixed_columns=fixed_columns)
+        self.cut_wide_columns = cut_wide_columns
 
     def action_cursor_right(self) -> None:
         """One column to the right: the leftmost one (or what shows of it) scrolls away."""
@@ -73,8 +75,8 @@ class RowTable(DataTable):
     def cut_columns(self) -> tuple[int | None, int | None]:
         """Where, in the visible width, the blank left of the view ends and the blank right
         of it starts (None: all is in view that way). A column the edge cuts is blanked
-        whole, except one wider than the pane (blanking it would leave nothing to read):
-        then only the marker's cell is given up. The scrolling columns are laid out from
+        whole, except one wider than the pane where `cut_wide_columns` (blanking it would
+        leave nothing to read): then only the marker's cell is given up. The scrolling columns are laid out from
         the fixed ones' right edge, so a scroll of x shows their cells [x, x + room)."""
         fixed = self._fixed_width
         room = self._visible_width - fixed
@@ -84,12 +86,12 @@ class RowTable(DataTable):
         left = fixed + 1 if first > 0 else None
         right = self._visible_width - 1 if spans and spans[-1][1] > last else None
         for start, end in spans:
-            if end - start > room:
+            if end - start > room and self.cut_wide_columns:
                 continue  # an LM's predicted text: cut, it still reads; blanked, nothing would
-            if start < first < end < last:
-                left = fixed + end - first
-            if first < start < last < end:
-                right = fixed + start - first
+            if start < first < end:  # cut by the left edge
+                left = fixed + min(end, last) - first
+            if start < last < end:  # cut by the right edge
+                right = fixed + max(start, first) - first
         return left, right
 
     def _scrolled_spans(self) -> list[tuple[int, int]]:
