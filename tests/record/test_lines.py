@@ -136,3 +136,48 @@ def test_threads_started_while_recording_are_traced(run_inprocess, tmp_path):
     w_line = THREADED.splitlines().index("    w = torch.ones(7, 3)") + 1
     # Step 1 starts at the first call, after the first thread ran: step 2 has it.
     assert run.line_shapes(str(tmp_path / "train.py"), 2)[w_line] == [LineShape("w", (7, 3), "float32", 1)]
+
+
+MICRO_BATCHES = """
+import torch
+import torch.nn.functional as F
+
+def chunks(x, y, k):
+    for j in range(k):
+        xs = x[j::k]
+        yield xs, y[j::k]
+
+model = torch.nn.Linear(3, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.randn(4, 3); y = torch.randint(0, 2, (4,))
+    for xs, ys in chunks(x, y, 2):
+        (F.cross_entropy(model(xs), ys) / 2).backward()
+    opt.step(); opt.zero_grad()
+"""
+
+
+def test_step_1_has_the_lines_its_step_ran_before_an_inner_loop_s_first_call(run_inprocess, tmp_path):
+    """The first call is in the micro-batch loop, whose head runs after `x = ...`: step 1
+    missed that line and counted the generator's lines once of twice (sweep Q). The
+    lines since the head of the loop the optimizer steps in are step 1's."""
+    _, run = run_inprocess(MICRO_BATCHES, steps=2)
+    by_step = {step: {(r["line"], r["hits"]) for r in _exported_lines(run) if r["step"] == step}
+               for step in (1, 2)}
+    assert by_step[1] == by_step[2]
+    assert (13, 1) in by_step[1] and (7, 2) in by_step[1]  # x = ..., and xs = ... twice
+    path = str(tmp_path / "train.py")
+    assert run.line_shapes(path, 1)[13] == [LineShape("x", (4, 3), "float32", 1),
+                                            LineShape("y", (4,), "int64", 1)]
+
+
+def test_step_1_counts_from_the_training_loop_s_head_when_a_loop_goes_over_the_optimizers(
+        run_inprocess, tmp_path):
+    """`for opt in opts: opt.step()`: the loop the step is taken in began after the first
+    call; the iteration is the loop around it."""
+    script = MICRO_BATCHES.replace("    opt.step(); opt.zero_grad()",
+                                   "    for o in [opt]:\n        o.step(); o.zero_grad()")
+    _, run = run_inprocess(script, steps=2)
+    by_step = {step: {(r["line"], r["hits"]) for r in _exported_lines(run) if r["step"] == step}
+               for step in (1, 2)}
+    assert by_step[1] == by_step[2] and (13, 1) in by_step[1]

@@ -46,7 +46,7 @@ import torch
 
 from tvis_tui.record.calls import OpenCall
 from tvis_tui.record.lines import Entry, LineShapes
-from tvis_tui.record.loop_head import loop_head, loop_spans
+from tvis_tui.record.loop_head import enclosing_loop, loop_head, loop_spans
 from tvis_tui.record.sites import def_line
 from tvis_tui.record.traced_frame import Plan, TracedFrame
 from tvis_tui.record.tvis_frames import own_work
@@ -93,6 +93,10 @@ class FunctionTracer:
         # the first iteration belong to step 1 (`x = torch.randn(...)` before `model(x)`).
         self.prelude: collections.deque[tuple[CodeType, str, int, list[Entry]]] | None = \
             collections.deque(maxlen=PRELUDE_LINES)
+        # The prelude once recording began, with the head (code, line) of the innermost
+        # loop around that first call, and its step: counted once the step's loop is known.
+        self._held_prelude: tuple[list[tuple[CodeType, str, int, list[Entry]]],
+                                  tuple[CodeType, int | None] | None, int] | None = None
 
     # -- install / uninstall -------------------------------------------------------------
 
@@ -122,6 +126,7 @@ class FunctionTracer:
             # Lines after the last step that made no call (a final print, a save) are no
             # step's: the step they were counted in is never written.
             steps = self.recorder.steps
+            self.step_loop_found(None)  # no step was taken: the innermost loop's lines
             self.lines.flush(drop=None if steps.has_calls else steps.step)
 
     def _callback_cost(self, rounds: int = 2000) -> int:
@@ -267,21 +272,38 @@ class FunctionTracer:
 
     def first_iteration_lines(self, frame: FrameType) -> None:
         """Recording has begun, in `frame` or a frame it called: the lines that ran since
-        the innermost loop around it last reached its head are step 1's."""
+        the loop of the first step last reached its head are step 1's. That loop is known
+        only when the step is taken (`step_loop_found`); the first call may be in an inner
+        loop (micro-batches drawn from a generator), whose head ran after the step's own
+        first lines (`x = torch.randn(...)` before it)."""
         prelude, self.prelude = self.prelude, None
         if not prelude or self.lines is None:
             return
         found = loop_head(frame, self._any_loops)
-        if found is None:
+        innermost = None if found is None else (found[0].f_code, _line_of(found[0].f_code, found[1][0]))
+        self._held_prelude = (list(prelude), innermost, self.recorder.steps.step)
+
+    def step_loop_found(self, loop: tuple[FrameType, tuple[int, int]] | None) -> None:
+        """The loop around the first optimizer step (None: none, or no step was taken):
+        the held prelude lines since its head last ran count in the first call's step.
+        Where its head is not among them, the loops around it are tried (one going over
+        the optimizers began after the first call), then the first call's innermost."""
+        held, self._held_prelude = self._held_prelude, None
+        if held is None or self.lines is None:
             return
-        code = found[0].f_code
-        head = _line_of(code, found[1][0])
-        starts = [i for i, (c, _, line, _) in enumerate(prelude) if c is code and line == head]
-        if not starts:
-            return  # the head ran too long ago (or in no frame traced): nothing is sure
-        step = self.recorder.steps.step
-        for _, path, line, bound in list(prelude)[starts[-1]:]:
-            self.lines.tally(path, line, step, step, bound)
+        prelude, innermost, step = held
+        heads = []
+        while loop is not None and len(heads) < MAX_LOOP_DEPTH:
+            heads.append((loop[0].f_code, _line_of(loop[0].f_code, loop[1][0])))
+            loop = enclosing_loop(*loop, self._any_loops)
+        for code, head in heads + ([innermost] if innermost is not None else []):
+            starts = [i for i, (c, _, line, _) in enumerate(prelude) if c is code and line == head]
+            if starts:
+                for _, path, line, bound in prelude[starts[-1]:]:
+                    self.lines.tally(path, line, step, self.recorder.steps.step, bound)
+                return
+        # Neither head ran among the lines kept (too long ago, or in no frame traced):
+        # nothing is sure.
 
     def _any_loops(self, code: CodeType) -> tuple[tuple[int, int], ...] | None:
         """The loops of user code, and nothing (not None) for library code: the search
@@ -314,6 +336,9 @@ def _plain_user_code(code: CodeType) -> bool:
     """Not a comprehension's or lambda's frame, nor one dynamo made to resume a function."""
     return code.co_name not in NOT_TRACED and not code.co_name.startswith("torch_dynamo_resume_in_")
 
+
+MAX_LOOP_DEPTH = 8
+"""Loops around the first step tried for the head its first lines ran from."""
 
 PRELUDE_LINES = 256
 """Lines kept from before the first call; a first iteration runs fewer before its first

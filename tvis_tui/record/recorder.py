@@ -241,4 +241,5 @@ class Recorder(ModuleHooks, OptimizerHooks, BackwardHooks, BatchHooks, FunctionH
         found = loop_head(frame, self.functions.loops)
         if found is not None:
             self.functions.step_loops.add((found[0].f_code, found[1]))
+        self.functions.step_loop_found(found)  # once: step 1's first lines (functions.py)
         return found
