@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import types
+import warnings
 
 import pytest
 
@@ -228,6 +229,9 @@ def test_a_folder_that_cannot_be_listed_is_named_not_skipped(script, tmp_path, c
     ('import torch\nprint "hi"\n', "2:1: E000 syntax error: Missing parentheses in call to 'print'"),
     ("import torch\n\tx = 1\n", "2:1: E000 syntax error: unexpected indent"),
     ("async = 5\n", "1:7: E000 syntax error: invalid syntax"),
+    # Errors Python's compiler finds after parsing: `python` refuses the file all the same.
+    ("import torch\nfor x in []:\n    pass\nbreak\n", "4:1: E000 syntax error: 'break' outside loop"),
+    ("def f():\n    nonlocal n\n", "2:5: E000 syntax error: no binding for nonlocal 'n' found"),
 ])
 def test_code_python_cannot_parse_fails_though_the_grammar_takes_it(tmp_path, capsys, source, said):
     # tree-sitter-python still parses Python 2's print statement (robustness sweep).
@@ -235,6 +239,15 @@ def test_code_python_cannot_parse_fails_though_the_grammar_takes_it(tmp_path, ca
     path.write_text(source)
     code, out, _ = run(capsys, path)
     assert code == 1 and f"old.py:{said}" in out
+
+
+def test_the_compiler_s_warnings_are_neither_printed_nor_errors(tmp_path, capsys):
+    path = tmp_path / "warns.py"
+    path.write_text('import re\nok = 1 is 1\npattern = re.compile("\\d+")\n\n\n' + LEAKY)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as `python -W error -m tvis_tui ...` would
+        code, out, err = run(capsys, path)
+    assert code == 1 and "E000" not in out and "TV001" in out and "Warning" not in out + err
 
 
 def test_valid_python_beyond_the_grammar_is_still_checked(tmp_path, capsys):

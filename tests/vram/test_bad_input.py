@@ -34,6 +34,8 @@ def one_line_error(code: int, out: str, err: str) -> str:
     # tree-sitter's grammar takes these; Python does not (robustness sweep)
     ("py2.py", "import torch\nprint \"hi\"\n", "py2.py: syntax error on line 2: Missing parentheses in call to 'print'"),
     ("indent.py", "import torch\n\tx = 1\n", "indent.py: syntax error on line 2: unexpected indent"),
+    # Python's compiler refuses it, past its parser: `python` would not run it either.
+    ("brk.py", "import torch\nbreak\n", "brk.py: syntax error on line 2: 'break' outside loop"),
     ("latin1.py", "# café\nimport torch\n".encode("latin-1"),
      "latin1.py: not utf-8 text (byte 0xe9 on line 1); save it as UTF-8"),
     ("binary.py", b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50, "binary.py: not a Python script (it contains NUL bytes)"),

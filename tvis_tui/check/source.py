@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import codecs
 import re
 import stat
@@ -14,6 +13,7 @@ import tree_sitter
 import tree_sitter_python
 
 from tvis_tui.check.findings import FileProblem
+from tvis_tui.compiles import compile_source
 
 MAX_FILE_BYTES = 2_000_000
 """Files larger than this (bytes) are skipped: they are generated code, not training scripts,
@@ -113,13 +113,12 @@ def _first_error(root: tree_sitter.Node) -> tree_sitter.Node | None:
 
 
 def _syntax_problem(data: bytes, display: str, root: tree_sitter.Node) -> FileProblem | None:
-    """The file's syntax error as Python reports it; None when Python's own parser accepts
-    the file, even where tree-sitter could not fully parse it (a gap in its grammar, such as
-    `return *a, *b`): the file is then checked, minus the unparsed statement.
-
-    Python's compiler only parses here (PyCF_ONLY_AST): nothing in the file runs."""
+    """The file's syntax error as Python reports it (compiles.py); None when Python
+    accepts the file, even where tree-sitter could not fully parse it (a gap in its
+    grammar, such as `return *a, *b`): the file is then checked, minus the unparsed
+    statement."""
     try:
-        compile(data, display, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile_source(data, display)
     except SyntaxError as exc:
         message = (exc.msg or "invalid syntax").split("\n", 1)[0]
         return FileProblem(display, f"syntax error: {message}; file not checked",

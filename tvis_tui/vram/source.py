@@ -5,7 +5,6 @@ Kept local to the estimator on purpose: the checker's engine evolves on its own 
 
 from __future__ import annotations
 
-import ast
 import io
 import tokenize
 from functools import lru_cache
@@ -15,6 +14,7 @@ from typing import Iterator
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Tree
 
+from tvis_tui.compiles import compile_source
 from tvis_tui.errors import TvisError
 
 
@@ -91,10 +91,9 @@ def _decode(path: Path, data: bytes) -> str:
 def _raise_syntax_error(path: Path, data: bytes) -> None:
     """Python's own message for a file it cannot parse; nothing when Python accepts it,
     even where tree-sitter could not fully parse it (a gap in its grammar): the script is
-    then read without the statement tree-sitter missed. Only parsed (PyCF_ONLY_AST), never
-    run."""
+    then read without the statement tree-sitter missed (compiles.py)."""
     try:
-        compile(data, str(path), "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile_source(data, str(path))
     except SyntaxError as exc:
         message = (exc.msg or "invalid syntax").split("\n", 1)[0]
         raise UnreadableScript(f"{path}: syntax error on line {exc.lineno or 1}: {message}") from None
