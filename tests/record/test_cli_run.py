@@ -94,6 +94,32 @@ def test_a_run_outside_the_current_folder_is_named_by_its_absolute_path(tmp_path
     assert proc.stderr.splitlines()[-1].endswith(f"run saved to {tmp_path / 'elsewhere' / 'r'}")
 
 
+def test_a_script_that_changes_its_folder_keeps_its_run_where_tvis_was_started(tmp_path):
+    """Hydra's job.chdir, `os.chdir(here)`: the run was checked, written again and
+    reported from the script's new folder; one that held a run of that name (another
+    project's) made the whole run read `incomplete` (sweep R)."""
+    elsewhere = tmp_path / "other"
+    (elsewhere / "runs" / "r").mkdir(parents=True)
+    (elsewhere / "runs" / "r" / "data.mdb").write_bytes(b"another project's run")
+    write_script(tmp_path, """
+        import os, sys, torch
+        w = torch.zeros(2, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.1)
+        os.chdir(sys.argv[1])
+        for _ in range(2):
+            opt.zero_grad(); (w - 1).pow(2).sum().backward(); opt.step()
+        raise ValueError("late")
+    """)
+    proc = tvis_cli("run", "--name", "r", "train.py", str(elsewhere), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == "tvis: train.py:8: ValueError: late (run saved to runs/r)"
+    assert "warning" not in proc.stderr
+    with RunReader(tmp_path / "runs" / "r") as run:
+        assert len(run.steps()) == 2 and not run.meta().get("incomplete")
+    assert (elsewhere / "runs" / "r" / "data.mdb").read_bytes() == b"another project's run"
+    assert sorted(p.name for p in (elsewhere / "runs").iterdir()) == ["r"]
+
+
 def test_module_mode_runs_like_python_dash_m(tmp_path):
     write_script(tmp_path, "", "pkg/__init__.py")
     write_script(tmp_path, """

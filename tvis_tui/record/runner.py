@@ -119,7 +119,9 @@ def record(target: Target, options: Options) -> int:
     if rank is not None:
         stem, name = rank.name(stem), rank.name(name)
     try:
-        path = claim_run_path(options.out_dir, stem, name)
+        # Absolute: a script that changes its folder (Hydra, `os.chdir(here)`) must not
+        # move where the run is written, checked and reported.
+        path = claim_run_path(options.out_dir, stem, name).absolute()
     except OSError as exc:
         out = Path(options.out_dir)
         reason = "not a folder" if out.exists() and not out.is_dir() else exc.strerror or str(exc)
@@ -195,6 +197,7 @@ class _Outcome:
         self.summary: str | None = None
         self.meta: dict[str, Any] = {"status": "ok", "exit_status": 0}
         self.signum: int | None = None  # the signal that ended the script (terminations.py)
+        self.started_in = os.getcwd()  # paths are shown as named from here, the user's shell
 
     def set(self, status: str, exit_status: int, **meta: Any) -> None:
         self.status, self.exit_status = status, exit_status
@@ -266,11 +269,11 @@ def _failed(exc: BaseException, outcome: _Outcome, recorder: Recorder, script: s
         site, lines = Site(exc.filename, exc.lineno), [exc.msg]
     else:
         lines = exception_text(exc).splitlines()
-    where = f"{_display(site.file)}:{site.line}: " if site else ""
+    where = f"{_display(site.file, outcome.started_in)}:{site.line}: " if site else ""
     if site is None and isinstance(exc, (SyntaxError, ValueError)):
         # No line of the script ran: a file that is no Python source (NUL bytes: a
         # SyntaxError, a ValueError in 3.11.2, CI's): say which.
-        where = f"{_display(script)}: "
+        where = f"{_display(script, outcome.started_in)}: "
     first = first_line("\n".join(lines))
     exception = worker_cause(lines) or (f"{type(exc).__name__}: {first}" if first
                                         else type(exc).__name__)
@@ -302,7 +305,7 @@ def _exited(exc: SystemExit, outcome: _Outcome, recorder: Recorder) -> None:
     site = recorder.sites.user_location(tb) if tb is not None else None
     outcome.set("crashed", status, exception=f"SystemExit: {code}", traceback=text,
                 failing_site=f"{site.file}:{site.line}" if site else None)
-    where = f"{_display(site.file)}:{site.line}: " if site else ""
+    where = f"{_display(site.file, outcome.started_in)}:{site.line}: " if site else ""
     outcome.summary = f"{where}the script called sys.exit({code!r}): exit status {status}"
 
 
@@ -317,17 +320,21 @@ def _exited_at_once(status: int, frame: types.FrameType | None, outcome: _Outcom
     user = recorder.sites.user_frame(frame)
     site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
     outcome.set("crashed", status, exception=f"os._exit({status})", failing_site=site)
-    where = f"{_display(user.f_code.co_filename)}:{user.f_lineno}: " if user is not None else ""
+    where = f"{_display(user.f_code.co_filename, outcome.started_in)}:{user.f_lineno}: " if user is not None else ""
     outcome.summary = f"{where}the script called os._exit({status}): exit status {status}"
 
 
-def _display(path: str) -> str:
-    """`path` relative to the current folder when it lies under it, else absolute."""
+def _display(path: str, start: str | None = None) -> str:
+    """`path` (a relative one is `start`'s; by default the current folder) relative to
+    `start` when it lies under it, else absolute: as named from the folder tvis was
+    started in, also where the script changed its own."""
+    start = start or os.getcwd()
+    full = os.path.normpath(os.path.join(start, path))
     try:
-        relative = os.path.relpath(path)
+        relative = os.path.relpath(full, start)
     except ValueError:  # another drive
-        return path
-    return os.path.abspath(path) if relative.split(os.sep, 1)[0] == os.pardir else relative
+        return full
+    return full if relative.split(os.sep, 1)[0] == os.pardir else relative
 
 
 SHOWN_WARNINGS = 3
@@ -341,13 +348,13 @@ LOW_SPACE_BYTES = 256 << 20
 def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
             writer: WriterThread) -> None:
     usable_stderr()  # a script that closed it and ended well
-    where = _display(str(path))
+    where = _display(str(path), outcome.started_in)
     for warning in warnings[:SHOWN_WARNINGS]:
         say(f"tvis: warning: {warning}")
     if len(warnings) > SHOWN_WARNINGS:
         say(f"tvis: warning: {len(warnings) - SHOWN_WARNINGS} more in the run's metadata (tvis export RUN)")
     if writer.errors:
-        say(f"tvis: warning: the run is incomplete: {_write_failures(writer, path)}")
+        say(f"tvis: warning: the run is incomplete: {_write_failures(writer, path, where)}")
     if writer.restored:  # `shutil.rmtree("runs")`: TensorBoard's default log folder is tvis's too
         say(f"tvis: warning: {where} was deleted while recording (by the script?); written again at its end")
     if outcome.summary is not None:
@@ -361,7 +368,7 @@ def _report(outcome: _Outcome, path: Path, steps: int, warnings: list[str],
         say(f"tvis: recorded {steps} {noun} ({outcome.status}){stored}{limit}; run saved to {where}")
 
 
-def _write_failures(writer: WriterThread, path: Path) -> str:
+def _write_failures(writer: WriterThread, path: Path, where: str) -> str:
     """The first write error, how many writes failed, and the free space where it is low
     (LMDB reports a full disk as ENOSPC, or as EIO on some file systems, tmpfs for one)."""
     text = writer.errors[0]
@@ -372,7 +379,7 @@ def _write_failures(writer: WriterThread, path: Path) -> str:
     except OSError:
         return text
     if free < LOW_SPACE_BYTES:
-        text += f"; the disk holding {_display(str(path))} has {free / 2**20:.1f} MiB free"
+        text += f"; the disk holding {where} has {free / 2**20:.1f} MiB free"
     return text
 
 
