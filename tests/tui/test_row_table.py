@@ -84,3 +84,19 @@ async def test_a_table_of_numbers_never_shows_a_figure_cut():
         await pilot.pause()
         row = table.render_line(1).text
         assert "0.0" not in row and "0.7" not in row and "‹" in row
+
+
+async def test_a_row_drawn_before_the_columns_are_measured_is_drawn_again_after():
+    """Textual measures new rows' columns when idle, and caches lines drawn before with
+    the header's widths (textual#3533): on a busy machine the run list came back with
+    its newest run cut to `202` (a flaky test_panes test)."""
+    app = TableApp(["run", "status"], ["old", "ok"])
+    async with app.run_test(size=(60, 5)) as pilot:
+        await pilot.pause()
+        table = app.query_one(RowTable)
+        table.clear(columns=True)
+        table.add_columns("run", "status")
+        table.add_row("20261202-093000-train", "crashed")
+        assert "20261202-093000-train" not in table.render_line(1).text  # drawn before idle
+        await pilot.pause()
+        assert "20261202-093000-train" in table.render_line(1).text

@@ -36,6 +36,7 @@ class RowTable(DataTable):
     def __init__(self, *, id: str | None = None, fixed_columns: int = 0, cut_wide_columns: bool = True) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False, fixed_columns=fixed_columns)
         self.cut_wide_columns = cut_wide_columns
+        self._drawn_widths: tuple[int, ...] = ()
 
     def action_cursor_right(self) -> None:
         """One column to the right: the leftmost one (or what shows of it) scrolls away."""
@@ -62,6 +63,13 @@ class RowTable(DataTable):
             self.scroll_to(x=min(spans[index - self.fixed_columns][0], self.max_scroll_x), animate=False)
 
     def render_line(self, y: int) -> Strip:
+        widths = tuple(column.get_render_width(self) for column in self.ordered_columns)
+        if widths != self._drawn_widths:
+            # DataTable measures new rows' cells once idle, and keeps the lines it drew
+            # before under keys that hold no widths (textual#3533): on a busy machine the
+            # run list came back with its newest run cut to `202`.
+            self._drawn_widths = widths
+            self._clear_caches()
         strip = super().render_line(y)
         if y >= self.header_height and y + int(self.scroll_y) >= self.virtual_size.height:
             return strip  # below the last row: no column there to be cut
