@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tvis_tui.record import updates
+from tvis_tui.store.parameters import parameter_history, totals
 
 from .helpers import assert_same_state, train_plain_and_under_tvis, tvis_cli, write_script
 
@@ -564,3 +565,43 @@ torch.save(norms, sys.argv[1])
     total = totals(history)  # all parameters together: what clip_grad_norm_ returns
     assert [total[step].grad_norm for step in history.steps] == pytest.approx([n[2] for n in expected], rel=1e-6)
     assert [total[step].ratio for step in history.steps] == pytest.approx([n[3] for n in expected], rel=1e-4)
+
+
+def test_the_parameters_past_the_64_listed_count_in_the_all_parameters_figures(run_inprocess, tmp_path):
+    """40 Linear layers hold 80 parameters: the "all parameters" gradient norm covered the
+    first 64, 3.8 where clip_grad_norm_ found 600 (sweep R). The rest are taken together."""
+    truth = tmp_path / "truth.json"
+    code, run = run_inprocess(f"""
+import json, torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(40)])
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+seen = []
+for step in range(2):
+    loss = model(torch.randn(3, 4)).pow(2).mean() * 1e3
+    opt.zero_grad(); loss.backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+    if step == 1:
+        model[39].bias.grad[0] = float("nan")
+    grads = [p.grad.clone() for p in model.parameters()]
+    opt.step()
+    rest = [torch.nan_to_num(g, nan=0.0).norm() for g in grads[64:]]
+    seen.append({{"total": total.item(), "rest": torch.stack(rest).norm().item(),
+                 "weights": torch.stack([p.norm() for p in list(model.parameters())[64:]]).norm().item()}})
+json.dump(seen, open({str(truth)!r}, "w"))
+""")
+    assert code == 0
+    seen = json.loads(truth.read_text())
+    history = parameter_history(run)
+    assert len(history.names) == 64
+    first, second = (history.unlisted[step] for step in (1, 2))
+    assert first[0] == 16 and first[1].grad_norm == pytest.approx(seen[0]["rest"], rel=1e-5)
+    assert first[1].weight_norm == pytest.approx(seen[0]["weights"], rel=1e-5)
+    all_params = totals(history)
+    assert all_params[1].grad_norm == pytest.approx(seen[0]["total"], rel=1e-5)
+    assert all_params[1].ratio is None  # it needs each parameter's update
+    # A NaN past the 64 listed: counted, and the call marked as holding one.
+    assert second[1].grad_nonfinite == 1 and all_params[2].grad_nonfinite == 1
+    assert second[1].grad_norm == pytest.approx(seen[1]["rest"], rel=1e-5)
+    assert [run.nonfinite_grad(call.seq) for call in _steps(run)] == [False, True]

@@ -17,8 +17,9 @@ G, D = ["G.fc.weight", "G.fc.bias"], ["D.fc.weight"]
 
 
 def _optimizer_call(w: RunWriter, seq: int, step: int, name: str, grads: dict[str, np.ndarray],
-                    no_grad: list[str] = ()) -> None:
+                    no_grad: list[str] = (), unlisted: dict | None = None) -> None:
     extra = {"no_grad": list(no_grad), "no_grad_count": len(no_grad)} if no_grad else {}
+    extra.update({"unlisted": unlisted} if unlisted is not None else {})
     extra["lrs"] = [0.1 / step] if name == "Adam" else [0.5, 0.05]  # a scheduler; two groups
     if step > 1 and name == "Adam":  # nothing zeroed G's gradients; D's loss weight is in no optimizer
         extra.update(not_zeroed=G, not_zeroed_count=2, not_stepped=["D.scale"], not_stepped_count=1)
@@ -176,3 +177,26 @@ async def test_brackets_move_the_steps_shown_and_the_selected_parameter_stays(tm
         assert "steps 1-50 of 130" in screen_text(pilot.app)
         await press(pilot, "m")
         assert table.cursor_row == 2
+
+
+async def test_parameters_past_the_64_listed_count_together(tmp_path):
+    """An optimizer lists its first 64 parameters; the "all parameters" row counted only
+    them, and nothing said the rest were missing (sweep R)."""
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in (1, 2):
+            _optimizer_call(w, step, step, "Adam", {G[0]: np.full(4, 1.5, np.float32)},  # norm 3
+                            unlisted={"count": 16, "grad_norm": 4.0 * step, "grad_nonfinite": 0,
+                                      "weight_norm": 10.0})
+            w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0, phase_ns={}))
+        w.close(status="ok", steps_recorded=2)
+    async with opened(tmp_path / "run", 1, size=(120, 30)) as pilot:
+        await press(pilot, "w")
+        lines = screen_text(pilot.app).splitlines()
+        total = next(line for line in lines if line.startswith("│ all parameters"))
+        assert total.split()[4:6] == ["5", "8.544"]  # sqrt(9 + 16), sqrt(9 + 64)
+        rest = next(line for line in lines if line.startswith("│ 16 more parameters, together"))
+        assert rest.split()[6:8] == ["4", "8"]
+        await press(pilot, "m")  # the ratio needs each one's update: not over the listed only
+        total = next(line for line in screen_text(pilot.app).splitlines() if line.startswith("│ all parameters"))
+        assert total.split()[-3:] == ["–", "–", "│"]

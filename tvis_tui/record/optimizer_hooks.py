@@ -20,6 +20,8 @@ import torch
 from tvis_tui.record.calls import OPTIMIZER_STEP_CODE, running_frame
 from tvis_tui.record.hook_base import HookBase, eager
 from tvis_tui.record.orphan_params import bare_parameters, orphans
+from tvis_tui.record.param_totals import norm_together
+from tvis_tui.record.slots import MAX_SLOTS
 from tvis_tui.record.updates import NAMES_LISTED, given_names, named, params as optimizer_params
 
 
@@ -32,6 +34,9 @@ class OptimizerHooks(HookBase):
     # id(optimizer) -> the bare nn.Parameters the code calling its open step() sees, by
     # name (orphan_params); per optimizer: a wrapper's step() steps an inner one.
     _bare_params: dict[int, dict[str, torch.nn.Parameter]]
+    # seq of an open optimizer call -> its parameters past the slots' cap, together
+    # (param_totals.py): `extra["unlisted"]` once it closes.
+    _unlisted: dict[int, dict[str, Any]]
 
     def _optimizer_init(self, original: Callable[..., Any], opt: Any, *args: Any, **kwargs: Any) -> None:
         original(opt, *args, **kwargs)
@@ -100,8 +105,13 @@ class OptimizerHooks(HookBase):
                 shown = lost[:NAMES_LISTED]
                 extra.update(named("not_stepped", self.names.names_of(
                     shown, [called.get(id(p)) for p in shown]), len(lost)))
+            stepped = list(self.names.with_gradients(ps, given_names(opt)))
+            unlisted = self._unlisted.pop(call.record.seq, None)
+            if unlisted is not None:  # their weights as the step left them, together too
+                unlisted["weight_norm"] = norm_together([p for _, p in stepped[MAX_SLOTS:]])[0]
+                extra["unlisted"] = unlisted
             # The step's result: the parameters it updated, as they are now.
-            self.log.close(call, ended, self.names.with_gradients(ps, given_names(opt)), role="param", extra=extra)
+            self.log.close(call, ended, iter(stepped), role="param", extra=extra)
         self.stale.after_step(ps)
         self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
 
@@ -118,8 +128,16 @@ class OptimizerHooks(HookBase):
 
     def _put_gradients(self, seq: int, opt: Any) -> None:
         """The `param_grad` slots of optimizer call `seq`; NaN/Inf among them marks the call
-        (as its output, the parameters it leaves, does once it returns, if they hold any)."""
-        if self.log.put_slots(seq, "param_grad", self._gradients(opt)):
+        (as its output, the parameters it leaves, does once it returns, if they hold any).
+        The parameters past the slots' cap are taken together (param_totals.py)."""
+        grads = list(self._gradients(opt))
+        nonfinite = self.log.put_slots(seq, "param_grad", iter(grads))
+        if len(grads) > MAX_SLOTS:
+            unlisted = [g for _, g in grads[MAX_SLOTS:]]
+            norm, bad = norm_together(unlisted)
+            self._unlisted[seq] = {"count": len(unlisted), "grad_norm": norm, "grad_nonfinite": bad}
+            nonfinite = nonfinite or bad > 0
+        if nonfinite:
             self.log.writer.put_nonfinite_grad(seq)
 
     def _zero_grad(self, original: Callable[..., Any], owner: Any, *args: Any, **kwargs: Any) -> Any:

@@ -82,6 +82,7 @@ class Recorder(ModuleHooks, OptimizerHooks, BackwardHooks, BatchHooks, FunctionH
         self.data = DataCapture(self)
         self._named_in_step = 0  # the step whose parameters were last named (names.py)
         self._bare_params = {}  # per open optimizer step: its caller's bare nn.Parameters
+        self._unlisted = {}  # per open optimizer step: its parameters past the slots' cap (param_totals.py)
         self.functions = FunctionTracer(self)
         self.steps.next_iteration = self._watch_loop_head
         self.grads = ActivationGrads(self)

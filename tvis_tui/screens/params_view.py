@@ -128,6 +128,10 @@ class ParamsScreen(Screen[None]):
         rows = [("", Text("all parameters", style="bold", no_wrap=True), [total.get(step) for step in history.steps])]
         rows += [(name, Text(name, no_wrap=True), [history.points[name].get(step) for step in history.steps])
                  for name in history.names]
+        if history.unlisted:  # past the 64 listed of each optimizer: together, not dropped
+            most = max(count for count, _ in history.unlisted.values())
+            rows.append(("", Text(f"{most} more parameters, together", style="dim", no_wrap=True),
+                         [point for _, point in (history.unlisted.get(step, (0, None)) for step in history.steps)]))
         for name, label, points in rows:
             cells = [_cell(p, value_of) for p in points[window]]
             for cell, step in zip(cells, shown):

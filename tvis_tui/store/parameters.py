@@ -44,6 +44,9 @@ class ParamHistory:
     not_stepped_count: int = 0  # the most in one step (past the names listed, counted)
     # "lr SGD" (a group: "lr SGD group 1"; a second optimizer of a type: "lr Adam#2") -> step -> lr
     lrs: dict[str, dict[int, float | None]] = field(default_factory=dict)
+    # step -> (how many, their figures together) of the parameters past those listed one
+    # by one (the first 64 of each optimizer; `extra["unlisted"]`)
+    unlisted: dict[int, tuple[int, ParamPoint]] = field(default_factory=dict)
 
 
 def parameter_history(reader: RunReader) -> ParamHistory:
@@ -64,6 +67,7 @@ def parameter_history(reader: RunReader) -> ParamHistory:
         for call in calls:
             _add(history, step, _points(call, reader.slots(call.seq)))
             _add_findings(history, step, call.extra)
+            _add_unlisted(history, step, call.extra.get("unlisted"))
     return history
 
 
@@ -109,6 +113,21 @@ def _add_findings(history: ParamHistory, step: int, extra: dict) -> None:
             seen.append(step)
 
 
+def _add_unlisted(history: ParamHistory, step: int, unlisted: object) -> None:
+    """The parameters an optimizer call did not list, together; several calls in a step
+    (a GAN's optimizers) add up. A malformed entry is left out, as if not recorded."""
+    if not isinstance(unlisted, dict) or not isinstance(unlisted.get("count"), int):
+        return
+    figures = {key: unlisted.get(key) if isinstance(unlisted.get(key), (int, float)) else None
+               for key in ("grad_norm", "weight_norm")}
+    bad = unlisted.get("grad_nonfinite")
+    count, before = history.unlisted.get(step, (0, ParamPoint()))
+    history.unlisted[step] = (count + unlisted["count"], ParamPoint(
+        grad_norm=_root_sum([before.grad_norm, figures["grad_norm"]]),
+        grad_nonfinite=before.grad_nonfinite + (bad if isinstance(bad, int) else 0),
+        weight_norm=_root_sum([before.weight_norm, figures["weight_norm"]])))
+
+
 def _points(call: CallRecord, slots: list[Slot]) -> dict[str, ParamPoint]:
     grads = {s.path: s for s in slots if s.role == "param_grad" and s.is_tensor}
     updates = {s.path: s for s in slots if s.role == "update" and s.is_tensor}
@@ -144,10 +163,14 @@ def _add(history: ParamHistory, step: int, points: dict[str, ParamPoint]) -> Non
 def totals(history: ParamHistory) -> dict[int, ParamPoint]:
     """Each step's figures over all its parameters together: the L2 norm of all gradients
     (what `clip_grad_norm_` clips and returns), of all weights, and the ratio of all
-    updates to all weights before the step (from each update and its ratio)."""
+    updates to all weights before the step (from each update and its ratio). The
+    parameters not listed count in the norms; the ratio, which needs each one's update,
+    is None where there are any."""
     out = {}
     for step in history.steps:
         points = [p[step] for p in history.points.values() if step in p and not p[step].no_grad]
+        unlisted = history.unlisted.get(step)
+        points += [unlisted[1]] if unlisted is not None else []
         # Each weight's norm before the step: ‖Δ‖ / ratio, or, where the step moved it by
         # nothing, its norm after (the same); without a ratio (an all-zero weight), none.
         before = [(p.update_norm, p.update_norm / p.ratio if p.ratio else p.weight_norm) for p in points
@@ -156,7 +179,8 @@ def totals(history: ParamHistory) -> dict[int, ParamPoint]:
         out[step] = ParamPoint(
             grad_norm=_root_sum([p.grad_norm for p in points]),
             grad_nonfinite=sum(p.grad_nonfinite for p in points),
-            ratio=_root_sum([u for u, _ in before]) / _root_sum([b for _, b in before]) if before else None,
+            ratio=_root_sum([u for u, _ in before]) / _root_sum([b for _, b in before])
+            if before and unlisted is None else None,
             weight_norm=_root_sum([p.weight_norm for p in points]))
     return out
 
