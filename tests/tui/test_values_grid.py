@@ -143,3 +143,24 @@ async def test_a_tensor_with_no_values_says_so_and_keys_do_nothing(reader):
     # (0, 3, 0): the first matrix's index (0,) would be past the end of the size-0 dimension.
     lines = await opened_values(reader, "empty", "plus", "minus", *typed("0"))
     assert "no values: a tensor of shape [0, 3, 0] holds none" in lines[0]
+
+
+async def test_damaged_values_say_so_and_leave_the_app_running(tmp_path):
+    """A slot whose values do not fill its shape ended the whole session with exit status
+    2 when opened (sweep R): the rest of the run was readable."""
+    from tvis_tui.store import CallRecord, RunReader, RunWriter, Slot
+
+    with RunWriter(tmp_path / "run") as w:
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward", kind="module", name="fc"))
+        values = np.arange(30, dtype=np.float32)
+        w.put_slots(1, [(Slot("output", 0, "out", shape=(50, 6), dtype="float32", values_dtype="<f4"),
+                         values.tobytes())])
+        w.close(status="ok")
+    with RunReader(tmp_path / "run") as reader:
+        app = ValuesApp(reader, reader.slots(1)[0])
+        async with app.run_test(size=(120, 20)) as pilot:
+            await settle(pilot)
+            text = screen_text(app)
+            assert "values damaged: corrupt run" in text and "a malformed slot record, call 1" in text
+            await press(pilot, "d", "i")  # nothing to draw or index: no crash either
+            assert app.is_running and "values damaged:" in screen_text(app)

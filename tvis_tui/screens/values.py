@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from tvis_tui.errors import TvisError
 from tvis_tui.screens.prompt import PromptScreen
 from tvis_tui.store import RunReader, Slot
 from tvis_tui.widgets.format import shape
@@ -54,8 +55,17 @@ class ValuesScreen(Screen):
 
     @work(thread=True, exclusive=True)
     def load(self) -> None:
-        array = self.reader.values(self.seq, self.slot)
+        try:
+            array = self.reader.values(self.seq, self.slot)
+        except TvisError as exc:  # this tensor's values are damaged: the rest of the run is not
+            self.app.call_from_thread(self._damaged, str(exc))
+            return
         self.app.call_from_thread(self._loaded, array)
+
+    def _damaged(self, message: str) -> None:
+        why = message.removeprefix(f"{self.reader.path}: ")  # the run is the one open
+        self.query_one("#values-title", Static).update(Text(f"values damaged: {why}", style="bold red"))
+        self.query_one(ValuesGrid).display = False
 
     def _loaded(self, array: np.ndarray | None) -> None:
         if array is None:

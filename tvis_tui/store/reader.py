@@ -345,13 +345,14 @@ class RunReader:
         if not slot.has_values or slot.shape is None:
             return None
         seq, role, index = slot.values_from or (seq, slot.role, slot.index)
+        key = codec.slot_key(seq, _ROLE_CODES[role], index)
         try:
-            raw = self.get_raw(layout.VALUES, codec.slot_key(seq, _ROLE_CODES[role], index))
+            raw = self.get_raw(layout.VALUES, key)
             if raw is None:
                 return None
             return np.frombuffer(raw, dtype=codec.array_dtype(slot.values_dtype)).reshape(slot.shape)
         except _MALFORMED as exc:
-            raise self._malformed("slot", exc) from None
+            raise self._malformed("slot", exc, key) from None
 
     # -- per-line shapes (store/lines.py) ------------------------------------------------
 
