@@ -164,3 +164,24 @@ async def test_damaged_values_say_so_and_leave_the_app_running(tmp_path):
             assert "values damaged: corrupt run" in text and "a malformed slot record, call 1" in text
             await press(pilot, "d", "i")  # nothing to draw or index: no crash either
             assert app.is_running and "values damaged:" in screen_text(app)
+
+
+async def test_a_single_value_has_no_dimensions_to_draw_or_index(tmp_path):
+    """A 0-d tensor (a loss): `d` said "this view has one" dimension and `i` offered an
+    index, answering `0` with "1 indices for 0 dimensions" (sweep R)."""
+    from tvis_tui.store import CallRecord, RunReader, RunWriter, Slot
+
+    with RunWriter(tmp_path / "run") as w:
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="loss", kind="module", name="loss"))
+        value = np.array(2.5, dtype=np.float32)
+        w.put_slots(1, [(Slot("output", 0, "out", shape=(), dtype="float32", values_dtype="<f4"), value.tobytes())])
+        w.close(status="ok")
+    with RunReader(tmp_path / "run") as reader:
+        app = ValuesApp(reader, reader.slots(1)[0])
+        async with app.run_test(size=(100, 20)) as pilot:
+            await settle(pilot)
+            assert "= 2.5" in screen_text(app)
+            await press(pilot, "d", "i")
+            assert [n.message for n in app._notifications] == [
+                "a picture needs two dimensions: this view has none: a single value",
+                "a single value (0 dimensions): nothing to index"]

@@ -86,7 +86,8 @@ class ValuesScreen(Screen):
         drawn = tensor_picture(self.array, self.index) if self.drawing else None
         if self.drawing and drawn is None:
             self.drawing = False
-            self.notify("a picture needs two dimensions: this view has one", severity="warning")
+            has = "none: a single value" if view.ndim == 0 else "one"
+            self.notify(f"a picture needs two dimensions: this view has {has}", severity="warning")
         grid.display, pane.display = drawn is None, drawn is not None
         if drawn is None:
             grid.show(view, *view_labels(self.index, self.array.shape))
@@ -136,6 +137,9 @@ class ValuesScreen(Screen):
         if self.array is None:
             return
         ndim = self.array.ndim
+        if ndim == 0:  # a loss, a count: its one value is in the title
+            self.notify("a single value (0 dimensions): nothing to index", severity="warning")
+            return
 
         def done(text: str | None) -> None:
             if text is None or self.array is None:
