@@ -86,6 +86,17 @@ def test_sarif_output_is_sarif_2_1_0(script, capsys):
                       "endColumn": 24}
 
 
+def test_sarif_locations_are_uri_references(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "dir with space" / "ünï"
+    folder.mkdir(parents=True)
+    (folder / "bug ñ.py").write_text(LEAKY)
+    monkeypatch.chdir(tmp_path)
+    _, out, _ = run(capsys, *ONLY_TV001, "--format", "sarif", "dir with space")
+    (result,) = json.loads(out)["runs"][0]["results"]
+    uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "dir%20with%20space/%C3%BCn%C3%AF/bug%20%C3%B1.py"
+
+
 def test_clean_file_exits_zero(tmp_path, capsys):
     path = tmp_path / "clean.py"
     path.write_text(LEAKY.replace("losses.append(loss)", "losses.append(loss.item())"))

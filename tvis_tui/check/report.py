@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Callable, Sequence
+from urllib.parse import quote
 
 from tvis_tui import __version__
 from tvis_tui.check.engine import CheckResult
@@ -91,7 +92,8 @@ def _sarif_result(f: Finding, index: dict[str, int]) -> dict:
 
 def _location(path: str, line: int, column: int, end_line: int, end_column: int) -> dict:
     local = Path(path)
-    uri = local.as_uri() if local.is_absolute() else local.as_posix()
+    # A URI reference, as SARIF asks: `dir with space/ü.py` is `dir%20with%20space/%C3%BC.py`.
+    uri = local.as_uri() if local.is_absolute() else quote(local.as_posix())
     return {"physicalLocation": {
         "artifactLocation": {"uri": uri},
         "region": {"startLine": line, "startColumn": column,
