@@ -252,6 +252,13 @@ def test_code_python_cannot_parse_fails_though_the_grammar_takes_it(tmp_path, ca
     assert code == 1 and f"old.py:{said}" in out
 
 
+def test_a_notebook_s_top_level_await_is_still_checked(tmp_path, capsys):
+    path = tmp_path / "exported.py"
+    path.write_text("import asyncio\nawait asyncio.sleep(0)\n\n\n" + LEAKY)
+    code, out, _ = run(capsys, *ONLY_TV001, path)
+    assert code == 1 and "E000" not in out and "TV001" in out
+
+
 def test_the_compiler_s_warnings_are_neither_printed_nor_errors(tmp_path, capsys):
     path = tmp_path / "warns.py"
     path.write_text('import re\nok = 1 is 1\npattern = re.compile("\\d+")\n\n\n' + LEAKY)

@@ -605,3 +605,51 @@ json.dump(seen, open({str(truth)!r}, "w"))
     assert second[1].grad_nonfinite == 1 and all_params[2].grad_nonfinite == 1
     assert second[1].grad_norm == pytest.approx(seen[1]["rest"], rel=1e-5)
     assert [run.nonfinite_grad(call.seq) for call in _steps(run)] == [False, True]
+
+
+def test_parameters_past_the_64_on_a_device_that_cannot_be_read_leave_the_step_recorded(run_inprocess):
+    """Their norms failed on such a device (a stand-in for a model split over GPUs: `meta`)
+    and took the listed parameters' updates and ratios with them (review)."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+model = nn.Sequential(*[nn.Linear(2, 2) for _ in range(32)])  # 64 parameters
+far = [nn.Parameter(torch.zeros(3, device="meta")) for _ in range(6)]
+opt = torch.optim.SGD([*model.parameters(), *far], lr=0.1)
+for step in range(2):
+    opt.zero_grad()
+    model(torch.ones(1, 2)).sum().backward()
+    for p in far:
+        p.grad = torch.ones(3, device="meta")
+    opt.step()
+""")
+    assert code == 0
+    call = _steps(run)[0]
+    updates_ = [s for s in run.slots(call.seq) if s.role == "update" and s.is_tensor]
+    assert len(updates_) == 64 and all(s.ratio is not None for s in updates_[:2])
+    assert any("past the 64 listed" in w for w in run.meta()["warnings"])
+
+
+BEYOND_64 = """
+import sys, torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(35)])
+emb = nn.Embedding(10, 4, sparse=True)  # its sparse gradient is past the 64 listed
+opt = torch.optim.SGD([*model.parameters(), *emb.parameters()], lr=0.1)
+for step in range(3):
+    x = emb(torch.randint(0, 10, (5,)))
+    loss = nn.functional.dropout(model(x), 0.1).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"loss {loss.item():.10f}")
+torch.save({"params": model.state_dict(), "emb": emb.state_dict(), "opt": opt.state_dict(),
+            "rng": torch.get_rng_state()}, sys.argv[1])
+"""
+
+
+def test_parameters_past_the_64_listed_leave_training_bitwise_identical(tmp_path):
+    script = write_script(tmp_path, BEYOND_64)
+    train_plain_and_under_tvis(tmp_path, str(script), ["plain.pt"], ["tvis.pt"])
+    assert_same_state(tmp_path / "plain.pt", tmp_path / "tvis.pt")

@@ -200,3 +200,19 @@ async def test_parameters_past_the_64_listed_count_together(tmp_path):
         await press(pilot, "m")  # the ratio needs each one's update: not over the listed only
         total = next(line for line in screen_text(pilot.app).splitlines() if line.startswith("│ all parameters"))
         assert total.split()[-3:] == ["–", "–", "│"]
+
+
+async def test_long_parameter_names_leave_room_for_the_figures(tmp_path):
+    """A BERT's names filled an 80-column pane: the step columns, too wide for what was
+    left and never shown cut, were all blank (review)."""
+    name = "bert.encoder.layer.11.attention.self.query.weight"
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in (1, 2):
+            _optimizer_call(w, step, step, "Adam", {name: np.full(4, 1.5, np.float32)})
+            w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0, phase_ns={}))
+        w.close(status="ok", steps_recorded=2)
+    async with opened(tmp_path / "run", 1, size=(80, 24)) as pilot:
+        await press(pilot, "w")
+        row = next(line for line in screen_text(pilot.app).splitlines() if "query.weight" in line)
+        assert "…layer.11.attention.self.query.weight" in row and row.split()[3] == "3"

@@ -100,3 +100,16 @@ async def test_a_row_drawn_before_the_columns_are_measured_is_drawn_again_after(
         assert "20261202-093000-train" not in table.render_line(1).text  # drawn before idle
         await pilot.pause()
         assert "20261202-093000-train" in table.render_line(1).text
+
+
+async def test_a_column_cut_by_both_edges_leaves_both_markers():
+    app = NumbersApp()
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause()
+        table = app.query_one(RowTable)
+        table.columns[table.ordered_columns[1].key].content_width = 30  # wider than the room
+        table.refresh()
+        table.scroll_to(x=2, animate=False)
+        await pilot.pause()
+        row = table.render_line(1).text.rstrip()
+        assert "‹" in row and row.endswith("›")

@@ -108,7 +108,7 @@ class OptimizerHooks(HookBase):
             stepped = list(self.names.with_gradients(ps, given_names(opt)))
             unlisted = self._unlisted.pop(call.record.seq, None)
             if unlisted is not None:  # their weights as the step left them, together too
-                unlisted["weight_norm"] = norm_together([p for _, p in stepped[MAX_SLOTS:]])[0]
+                unlisted["weight_norm"] = (self._together([p for _, p in stepped[MAX_SLOTS:]]) or (None,))[0]
                 extra["unlisted"] = unlisted
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, iter(stepped), role="param", extra=extra)
@@ -134,11 +134,24 @@ class OptimizerHooks(HookBase):
         nonfinite = self.log.put_slots(seq, "param_grad", iter(grads))
         if len(grads) > MAX_SLOTS:
             unlisted = [g for _, g in grads[MAX_SLOTS:]]
-            norm, bad = norm_together(unlisted)
-            self._unlisted[seq] = {"count": len(unlisted), "grad_norm": norm, "grad_nonfinite": bad}
-            nonfinite = nonfinite or bad > 0
+            together = self._together(unlisted)
+            if together is not None:
+                norm, bad = together
+                self._unlisted[seq] = {"count": len(unlisted), "grad_norm": norm, "grad_nonfinite": bad}
+                nonfinite = nonfinite or bad > 0
         if nonfinite:
             self.log.writer.put_nonfinite_grad(seq)
+
+    def _together(self, tensors: list[torch.Tensor]) -> tuple[float | None, int] | None:
+        """`norm_together(tensors)`; None, with a warning, where it fails (a device whose
+        values cannot be read): on its own, as the step's updates and the rest of its
+        record come after it."""
+        try:
+            return norm_together(tensors)
+        except Exception as exc:
+            self.warn(f"recording error in the parameters past the {MAX_SLOTS} listed: "
+                      f"{type(exc).__name__}: {exc}")
+            return None
 
     def _zero_grad(self, original: Callable[..., Any], owner: Any, *args: Any, **kwargs: Any) -> Any:
         """An optimizer's or a module's zero_grad(): the losses whose gradients it drops."""

@@ -22,10 +22,16 @@ def norm_together(tensors: Sequence[torch.Tensor]) -> tuple[float | None, int]:
     if not tensors:
         return None, 0
     with torch.no_grad():
-        norms = torch.stack([_norm(t) for t in tensors]).tolist()
+        norms: list[float | None] = [None] * len(tensors)
+        by_device: dict[torch.device, list[int]] = {}
+        for i, t in enumerate(tensors):  # a model split over devices: one read per device
+            by_device.setdefault(t.device, []).append(i)
+        for at in by_device.values():
+            for i, norm in zip(at, torch.stack([_norm(tensors[i]) for i in at]).tolist()):
+                norms[i] = norm
         nonfinite = 0
         for i, norm in enumerate(norms):
-            if not math.isfinite(norm):
+            if norm is not None and not math.isfinite(norm):
                 t = tensors[i].detach()
                 t = t.coalesce().values() if t.is_sparse else t
                 finite = torch.isfinite(t)

@@ -35,6 +35,9 @@ TREND_WIDTH = 12
 SHOWN_STEPS = 50
 """Step columns at most, around the step the view was opened from: a DataTable of 300
 columns took a second to lay out on each `m`; the trend column covers every step."""
+NAME_WIDTH = 40
+"""Cells of a parameter's name at most: a transformer's names (`bert.encoder.layer.11.
+attention.self.query.weight`) would leave no room for a single step's figure at 80 columns."""
 LOG_SPAN = 100
 """A row whose values span more than this factor draws its trend on a log scale."""
 
@@ -126,7 +129,7 @@ class ParamsScreen(Screen[None]):
         # All parameters together: the gradient norm people log and clip.
         total = totals(history)
         rows = [("", Text("all parameters", style="bold", no_wrap=True), [total.get(step) for step in history.steps])]
-        rows += [(name, Text(name, no_wrap=True), [history.points[name].get(step) for step in history.steps])
+        rows += [(name, Text(short_name(name), no_wrap=True), [history.points[name].get(step) for step in history.steps])
                  for name in history.names]
         if history.unlisted:  # past the 64 listed of each optimizer: together, not dropped
             most = max(count for count, _ in history.unlisted.values())
@@ -173,6 +176,16 @@ class ParamsScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss()
+
+
+def short_name(name: str) -> str:
+    """`name` within NAME_WIDTH: its last parts, which tell the parameters of a layer apart,
+    after a `…`."""
+    if len(name) <= NAME_WIDTH:
+        return name
+    kept = name[-(NAME_WIDTH - 1):]
+    dot = kept.find(".")
+    return "…" + (kept[dot + 1:] if 0 <= dot < len(kept) - 1 else kept)
 
 
 def _cell(point: ParamPoint | None, value_of: Callable[[ParamPoint], float | None]) -> Text:

@@ -100,6 +100,8 @@ class RowTable(DataTable):
                 left = fixed + min(end, last) - first
             if start < last < end:  # cut by the right edge
                 right = fixed + max(start, first) - first
+        if left is not None and right is not None:
+            left = min(left, self._visible_width - 1)  # one column cut by both: both markers
         return left, right
 
     def _scrolled_spans(self) -> list[tuple[int, int]]:
