@@ -345,8 +345,10 @@ class RunReader:
         if not slot.has_values or slot.shape is None:
             return None
         seq, role, index = slot.values_from or (seq, slot.role, slot.index)
-        key = codec.slot_key(seq, _ROLE_CODES[role], index)
+        key = b""  # what the error names: the call, where its number is one
         try:
+            key = codec.u64(seq)
+            key = codec.slot_key(seq, _ROLE_CODES[role], index)
             raw = self.get_raw(layout.VALUES, key)
             if raw is None:
                 return None
