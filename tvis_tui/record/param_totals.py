@@ -15,6 +15,8 @@ from typing import Sequence
 
 import torch
 
+from tvis_tui.store.parameters import root_sum
+
 
 def norm_together(tensors: Sequence[torch.Tensor]) -> tuple[float | None, int]:
     """(the L2 norm of all finite values of `tensors` together, their NaN/Inf count);
@@ -40,8 +42,7 @@ def norm_together(tensors: Sequence[torch.Tensor]) -> tuple[float | None, int]:
                     nonfinite += bad
                     kept = t[finite]
                     norms[i] = float(_norm(kept)) if kept.numel() else None
-    known = [n for n in norms if n is not None]
-    return (math.sqrt(math.fsum(n * n for n in known)) if known else None), nonfinite
+    return root_sum(norms), nonfinite
 
 
 def _norm(t: torch.Tensor) -> torch.Tensor:

@@ -123,9 +123,9 @@ def _add_unlisted(history: ParamHistory, step: int, unlisted: object) -> None:
     bad = unlisted.get("grad_nonfinite")
     count, before = history.unlisted.get(step, (0, ParamPoint()))
     history.unlisted[step] = (count + unlisted["count"], ParamPoint(
-        grad_norm=_root_sum([before.grad_norm, figures["grad_norm"]]),
+        grad_norm=root_sum([before.grad_norm, figures["grad_norm"]]),
         grad_nonfinite=before.grad_nonfinite + (bad if isinstance(bad, int) else 0),
-        weight_norm=_root_sum([before.weight_norm, figures["weight_norm"]])))
+        weight_norm=root_sum([before.weight_norm, figures["weight_norm"]])))
 
 
 def _points(call: CallRecord, slots: list[Slot]) -> dict[str, ParamPoint]:
@@ -177,15 +177,15 @@ def totals(history: ParamHistory) -> dict[int, ParamPoint]:
                   if p.update_norm is not None and p.ratio is not None
                   and (p.ratio or (p.update_norm == 0 and p.weight_norm is not None))]
         out[step] = ParamPoint(
-            grad_norm=_root_sum([p.grad_norm for p in points]),
+            grad_norm=root_sum([p.grad_norm for p in points]),
             grad_nonfinite=sum(p.grad_nonfinite for p in points),
-            ratio=_root_sum([u for u, _ in before]) / _root_sum([b for _, b in before])
+            ratio=root_sum([u for u, _ in before]) / root_sum([b for _, b in before])
             if before and unlisted is None else None,
-            weight_norm=_root_sum([p.weight_norm for p in points]))
+            weight_norm=root_sum([p.weight_norm for p in points]))
     return out
 
 
-def _root_sum(norms: list[float | None]) -> float | None:
+def root_sum(norms: list[float | None]) -> float | None:
     """The L2 norm of several tensors together, from each one's: sqrt(sum of squares)."""
     known = [n for n in norms if n is not None]
     return math.sqrt(math.fsum(n * n for n in known)) if known else None
