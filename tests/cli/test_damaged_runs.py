@@ -4,6 +4,7 @@ bad run never hides the good ones (`tvis ls`, `tvis export`, `tvis tui`)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -308,7 +309,7 @@ def _malformed(good_run: Path, tmp_path: Path) -> dict[str, Path]:
     pickled = pickle.dumps(_Payload(witness))
     return {name: _with_record(good_run, tmp_path / "runs" / name, db, key, value) for name, db, key, value in [
         ("pickled_call", layout.CALLS, codec.u64(2), pickled),
-        ("pickled_meta", layout.META, b"script", pickled),
+        ("pickled_meta", layout.META, b"status", pickled),
         ("not_msgpack", layout.CALLS, codec.u64(2), b"\xc1\xc1"),
         ("call_is_a_list", layout.CALLS, codec.u64(2), codec.pack([1, 2])),
         ("step_is_a_number", layout.STEPS, codec.u32(1), codec.pack(7)),
@@ -423,9 +424,9 @@ def _mistyped() -> dict[str, tuple[bytes, bytes, Any, str]]:
         "step past its key": (layout.STEPS, step, {**_STEP, "step": 2**32}, "field 'step' holds int 4294967296"),
         "histogram of text": (layout.SLOTS, slot, {**_SLOT, "hist": ["a"]}, "slot record, call 2: TypeError: field 'hist'"),
         "count as text": (layout.SLOTS, slot, {**_SLOT, "stats": {"numel": "x"}}, "field 'numel' holds str 'x'"),
-        "traceback a list": (layout.META, b"traceback", ["x"], "meta record: TypeError: field 'traceback' holds list"),
-        "failing site a number": (layout.META, b"failing_site", 5, "field 'failing_site' holds int 5"),
-        "warnings as text": (layout.META, b"warnings", "abc", "field 'warnings' holds str 'abc'"),
+        "status a number": (layout.META, b"status", 5, "meta record: TypeError: field 'status' holds int 5"),
+        "failing seq as text": (layout.META, b"failing_seq", "3", "field 'failing_seq' holds str '3'"),
+        "negative step count": (layout.META, b"steps_recorded", -5, "field 'steps_recorded' holds -5, a negative count"),
     }
 
 
@@ -439,6 +440,35 @@ def test_a_field_of_the_wrong_type_is_a_one_line_error_naming_it(good_run, tmp_p
     err = _one_error_line(capsys)
     assert err.startswith(f"tvis: error: {run}: corrupt run (a malformed ") and says in err, err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_schema_version_below_the_first_is_a_one_line_error(good_run, tmp_path, capsys):
+    from tvis_tui.store import codec, layout
+
+    run = _with_record(good_run, tmp_path / "run", layout.META, b"schema_version", codec.pack(0))
+    assert main(["export", str(run)]) == 2
+    assert _one_error_line(capsys) == f"tvis: error: {run}: corrupt run (its schema version is 0)\n"
+
+
+@pytest.mark.parametrize("key, value", [
+    (b"warnings", "abc"), (b"warnings", [1, 2]), (b"traceback", ["x"]), (b"failing_site", 5),
+    (b"script", None), (b"host", b"\xc1"),
+])
+def test_a_damaged_descriptive_meta_field_is_left_out_and_the_run_still_reads(good_run, tmp_path, capsys,
+                                                                              key, value):
+    """A field that only describes the run (its warnings, traceback, host) does not decide
+    how to read it: the calls and steps stay readable, and the run says what was left out."""
+    from tvis_tui.store import codec, layout
+
+    raw = b"\xc1" if value == b"\xc1" else codec.pack(value)  # \xc1: not MessagePack at all
+    run = _with_record(good_run, tmp_path / "run", layout.META, key, raw)
+    assert main(["export", str(run), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["calls"]) == 40 and len(doc["steps"]) == 1
+    assert key == b"warnings" or key.decode() not in doc["meta"]
+    assert f"the run's {key.decode()} is damaged and left out" in doc["meta"]["warnings"]
+    assert main(["ls", str(run.parent)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == "ok"
 
 
 @pytest.mark.parametrize("slot, says", [

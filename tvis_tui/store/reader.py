@@ -20,11 +20,12 @@ from tvis_tui.errors import TvisError
 from tvis_tui.store import codec, layout, lines
 from tvis_tui.store.field_types import U32, check_for, record_of, wrong_type
 from tvis_tui.store.lines import LineShape
-from tvis_tui.store.records import META, ROLES, CallRecord, PhaseSpan, Slot, StepRecord
+from tvis_tui.store.records import DESCRIPTIVE_META, META, ROLES, CallRecord, PhaseSpan, Slot, StepRecord
 
 _ROLE_CODES = {role: code for code, role in enumerate(ROLES)}
 _IS_FILE_ID = check_for(U32)
-_META = record_of(META)
+_META = record_of(META, also=lambda meta: _check_counts(meta))
+_META_CHECKS = {key: check_for(META[key]) for key in DESCRIPTIVE_META}
 
 T = TypeVar("T")
 
@@ -69,7 +70,7 @@ class RunReader:
         version = self.meta().get("schema_version")
         if version is None:
             raise TvisError(f"{self.path}: not a tvis run (no schema version)")
-        if type(version) is not int:
+        if type(version) is not int or version < 1:
             raise TvisError(f"{self.path}: corrupt run (its schema version is {version!r})")
         if version > layout.SCHEMA_VERSION:
             raise TvisError(
@@ -185,9 +186,19 @@ class RunReader:
     # -- metadata and sources ------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
-        meta = {k.decode(errors="replace"): self.decode(v, what="meta") for k, v in self.scan(layout.META)}
+        meta: dict[str, Any] = {}
+        damaged: list[str] = []
+        for k, v in self.scan(layout.META):
+            key = k.decode(errors="replace")
+            try:
+                meta[key] = self.decode(v, what="meta")
+            except TvisError:
+                if key not in DESCRIPTIVE_META:
+                    raise
+                damaged.append(key)
+        damaged += [key for key in DESCRIPTIVE_META & meta.keys() if not _META_CHECKS[key](meta[key])]
         try:
-            return _META(meta)
+            return _META(_without_damaged(meta, damaged))
         except TypeError as exc:
             raise self._malformed("meta", exc) from None
 
@@ -459,6 +470,23 @@ def _record_name(what: str, key: bytes) -> str:
     if what == "step" and len(key) == 4:
         return f", step {codec.from_u32(key)}"
     return ""
+
+
+def _without_damaged(meta: dict[str, Any], damaged: list[str]) -> dict[str, Any]:
+    """`meta` less the descriptive keys that could not be read, each said in `warnings`."""
+    if not damaged:
+        return meta
+    kept = {key: value for key, value in meta.items() if key not in damaged}
+    notes = [f"the run's {key} is damaged and left out" for key in sorted(damaged)]
+    kept["warnings"] = kept.get("warnings", []) + notes
+    return kept
+
+
+def _check_counts(meta: dict[str, Any]) -> None:
+    """A count the types let through but no recorder writes (a run made or edited by hand)."""
+    steps = meta.get("steps_recorded")
+    if isinstance(steps, int) and steps < 0:
+        raise TypeError(f"field 'steps_recorded' holds {steps}, a negative count")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -31,6 +31,11 @@ META: Fields = {"script": str, "started_at": str, "status": str, "exit_status": 
                 "warnings": list[str], "incomplete": bool, "host": str, "pid": int}
 """The metadata keys readers use, with their types (docs/store-format.md, "Metadata")."""
 
+DESCRIPTIVE_META: frozenset[str] = frozenset(
+    {"script", "started_at", "exception", "traceback", "failing_site", "warnings", "host", "pid"})
+"""Meta keys that describe a run but decide nothing about reading it: a damaged one is left
+out (and said in `warnings`) rather than making every call and step of the run unreadable."""
+
 
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
