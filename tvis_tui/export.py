@@ -2,9 +2,11 @@
 
 JSON lines: one object per line, each with a "record": first "meta", then one "step" per
 step, then one "call" per call (with its slots), the data records, then one "line" per
-(file, step, line) of user code that ran (the tensors it bound). JSON: one object
-{"meta", "steps", "calls", "data"} with the same objects (data and line records in "data").
-Non-finite floats become the strings "nan", "inf", "-inf" so the output is strict JSON.
+(file, step, line) of user code that ran (the tensors it bound), and last one "damaged"
+per data or line record that could not be read (its "reason"): left out, not the end of
+the export. JSON: one object {"meta", "steps", "calls", "data"} with the same objects
+(data, line and damaged records in "data"). Non-finite floats become the strings "nan",
+"inf", "-inf" so the output is strict JSON.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import json
 import math
 from typing import Any, Iterator, TextIO
 
+from tvis_tui.errors import TvisError
 from tvis_tui.store import RunReader
 from tvis_tui.store import lines, samples
+from tvis_tui.store.damage import OnDamage
 from tvis_tui.store.runs import run_status
 
 CHUNK = 2048
@@ -60,27 +64,34 @@ def _slot_object(reader: RunReader, seq: int, slot: Any) -> dict[str, Any]:
     return obj
 
 
-def _data_objects(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
+def _data_objects(reader: RunReader, on_damage: OnDamage) -> Iterator[tuple[str, dict[str, Any]]]:
     """Batches with their samples, tokenizer calls and predictions (bytes as base64)."""
-    for batch in samples.batches(reader):
+    for batch in samples.batches(reader, on_damage=on_damage):
         yield "batch", samples.to_json(batch)
-        for sample in samples.samples(reader, batch["seq"]):
+        for sample in samples.samples(reader, batch["seq"], on_damage):
             yield "sample", {"batch_seq": batch["seq"], **samples.to_json(sample)}
-    for call in samples.tokenizer_calls(reader):
+    for call in samples.tokenizer_calls(reader, on_damage=on_damage):
         yield "tokens", samples.to_json(call)
-    for prediction in samples.all_predictions(reader):
+    for prediction in samples.all_predictions(reader, on_damage):
         yield "prediction", samples.to_json(prediction)
 
 
-def _line_objects(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
+def _line_objects(reader: RunReader, on_damage: OnDamage) -> Iterator[tuple[str, dict[str, Any]]]:
     """Per-line tensor shapes: one object per (file, step, line) that ran."""
-    for file_id, step, record in lines.all_records(reader):
+    for file_id, step, record in lines.all_records(reader, on_damage):
         yield "line", {"file": reader.file_path(file_id), "step": step, "line": record.line,
                        **lines.to_wire(record)}
 
 
-def _data_and_lines(reader: RunReader) -> Iterator[tuple[str, dict[str, Any]]]:
-    return itertools.chain(_data_objects(reader), _line_objects(reader))
+def _data_and_lines(reader: RunReader, damaged: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The data and line records, then one "damaged" record per one left out (their
+    reasons also go to `damaged`)."""
+    def on_damage(exc: TvisError) -> None:
+        damaged.append(str(exc))
+
+    yield from itertools.chain(_data_objects(reader, on_damage), _line_objects(reader, on_damage))
+    for reason in damaged:
+        yield "damaged", {"reason": reason}
 
 
 def _step_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
@@ -88,7 +99,10 @@ def _step_objects(reader: RunReader) -> Iterator[dict[str, Any]]:
         yield step.to_wire()
 
 
-def export_jsonl(reader: RunReader, out: TextIO) -> None:
+def export_jsonl(reader: RunReader, out: TextIO) -> list[str]:
+    """Writes the run; returns why each record left out could not be read."""
+    damaged: list[str] = []
+
     def emit(kind: str, obj: dict[str, Any]) -> None:
         out.write(json.dumps({"record": kind, **finite_json(obj)}, allow_nan=False))
         out.write("\n")
@@ -98,11 +112,15 @@ def export_jsonl(reader: RunReader, out: TextIO) -> None:
         emit("step", step)
     for call in _call_objects(reader):
         emit("call", call)
-    for kind, obj in _data_and_lines(reader):
+    for kind, obj in _data_and_lines(reader, damaged):
         emit(kind, obj)
+    return damaged
 
 
-def export_json(reader: RunReader, out: TextIO) -> None:
+def export_json(reader: RunReader, out: TextIO) -> list[str]:
+    """Writes the run; returns why each record left out could not be read."""
+    damaged: list[str] = []
+
     def dump(obj: Any) -> str:
         return json.dumps(finite_json(obj), allow_nan=False)
 
@@ -111,8 +129,9 @@ def export_json(reader: RunReader, out: TextIO) -> None:
     out.write('], "calls": [')
     _write_list(out, (dump(c) for c in _call_objects(reader)))
     out.write('], "data": [')
-    _write_list(out, (dump({"record": k, **o}) for k, o in _data_and_lines(reader)))
+    _write_list(out, (dump({"record": k, **o}) for k, o in _data_and_lines(reader, damaged)))
     out.write("]}\n")
+    return damaged
 
 
 def _write_list(out: TextIO, items: Iterator[str]) -> None:

@@ -288,16 +288,20 @@ class _Payload:
 
 
 def _with_record(good_run: Path, dst: Path, db: bytes, key: bytes, value: bytes) -> Path:
-    import lmdb
-
     dst.mkdir(parents=True)
     shutil.copy(good_run / "data.mdb", dst / "data.mdb")
-    env = lmdb.open(str(dst), max_dbs=64, lock=False)
+    _put(dst, db, key, value)
+    return dst
+
+
+def _put(run: Path, db: bytes, key: bytes, value: bytes) -> None:
+    import lmdb
+
+    env = lmdb.open(str(run), max_dbs=64, lock=False)
     handle = env.open_db(db)  # before the write transaction: opening one takes its own
     with env.begin(write=True) as txn:
         txn.put(key, value, db=handle)
     env.close()
-    return dst
 
 
 def _malformed(good_run: Path, tmp_path: Path) -> dict[str, Path]:
@@ -581,9 +585,9 @@ def _data_cases() -> dict[str, tuple[bytes, bytes, dict, str]]:
     short = {**_ITEM["items"][0][1], "values": bytes(8)}
     small_picture = {**_ITEM["items"][0][1], "image": {**_IMAGE, "data": bytes(3)}}
     return {
-        "batch size as text": (*batch, {**_BATCH, "size": "x"}, "batch record: TypeError: field 'size' holds str 'x'"),
+        "batch size as text": (*batch, {**_BATCH, "size": "x"}, "batch record, call 1: TypeError: field 'size' holds str 'x'"),
         "batch seq as text": (*batch, {**_BATCH, "seq": "1"}, "field 'seq' holds str '1'"),
-        "transforms not a list": (*sample, {**_SAMPLE, "transforms": "x"}, "sample record: TypeError: field 'transforms'"),
+        "transforms not a list": (*sample, {**_SAMPLE, "transforms": "x"}, "sample record, call 1 sample 0: TypeError: field 'transforms'"),
         "a stage not a map": (*sample, {**_SAMPLE, "transforms": [{**_SAMPLE["transforms"][0], "stages": [5]}]},
                               "field 'transforms'"),
         "an item's member not a pair": (*sample, {**_SAMPLE, "item": {"kind": "tuple", "items": [[0, 5]]}},
@@ -592,25 +596,67 @@ def _data_cases() -> dict[str, tuple[bytes, bytes, dict, str]]:
                                         "ValueError: 8 bytes of float32 for shape [2, 2]"),
         "a picture short of its shape": (*sample, {**_SAMPLE, "item": small_picture},
                                          "ValueError: a picture of 3 bytes for shape [2, 2, 1]"),
-        "prediction rows as text": (*prediction, {**_PREDICTION, "rows": "x"}, "prediction record: TypeError: field 'rows'"),
+        "prediction rows as text": (*prediction, {**_PREDICTION, "rows": "x"}, "prediction record, step 1: TypeError: field 'rows'"),
         "top not triples": (*prediction, {**_PREDICTION, "samples": [{"top": ["cat"]}]}, "field 'samples'"),
         "predicted text a list": (*prediction, {**_PREDICTION, "kind": "tokens", "samples": [{"predicted": [1]}]},
                                   "field 'samples'"),
-        "token ids as text": (*tokens, {**_TOKENS, "ids": "x"}, "tokenizer record: TypeError: field 'ids'"),
+        "token ids as text": (*tokens, {**_TOKENS, "ids": "x"}, "tokenizer record, number 1: TypeError: field 'ids'"),
         "a line's shape of text": (*line, {**_LINE, "entries": [{**_LINE["entries"][0], "shape": ["a"]}]},
-                                   "line record: TypeError: field 'entries'"),
+                                   "line record, step 1 line 3: TypeError: field 'entries'"),
     }
 
 
+_LEFT_OUT = {"batch": {"batch", "sample"}, "sample": {"sample"}, "prediction": {"prediction"},
+             "tokenizer": {"tokens"}, "line": {"line"}}
+"""What one damaged record of each kind costs an export: a batch takes its samples along."""
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
 @pytest.mark.parametrize("case", list(_data_cases()))
-def test_a_malformed_data_record_is_a_one_line_error_naming_it(data_run, tmp_path, capsys, case):
+def test_a_malformed_data_record_is_left_out_of_the_export_and_named(data_run, tmp_path, capsys, case, fmt):
+    """Sweep R: one damaged line or prediction record cut the export short (exit 2, a
+    partial stream). It is an optional record: the rest of the run is exported, the record
+    is named on stderr and in a "damaged" record, and the exit status (1) says so."""
     from tvis_tui.store import codec
 
     db, key, record, says = _data_cases()[case]
     run = _with_record(data_run, tmp_path / "run", db, key, codec.pack(record))
-    assert main(["export", str(run)]) == 2
-    err = _one_error_line(capsys)
-    assert err.startswith(f"tvis: error: {run}: corrupt run (a malformed ") and says in err, err
+    assert main(["export", str(run), "--format", fmt]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tvis: warning: {run}: corrupt run (a malformed "), err
+    assert says in err[0] and err[0].endswith(": left out of the export"), err
+    objects = ([json.loads(line) for line in captured.out.splitlines()] if fmt == "jsonl"
+               else json.loads(captured.out)["data"])
+    kinds = {obj["record"] for obj in objects}
+    kind = err[0].split("a malformed ")[1].split(" record")[0]
+    assert kinds & {"batch", "sample", "prediction", "tokens", "line"} == \
+        {"batch", "sample", "prediction", "tokens", "line"} - _LEFT_OUT[kind]
+    damaged = [obj["reason"] for obj in objects if obj["record"] == "damaged"]
+    assert len(damaged) == 1 and damaged[0] in err[0]
+
+
+def test_a_damaged_line_record_is_named_by_its_step_and_line(data_run, tmp_path, capsys):
+    from tvis_tui.store import lines
+
+    run = _with_record(data_run, tmp_path / "run", lines.LINES, lines.line_key(1, 1, 3), b"\xc1")
+    assert main(["export", str(run), "-o", str(tmp_path / "out.jsonl")]) == 1
+    assert "a malformed line record, step 1 line 3: " in capsys.readouterr().err
+    assert (tmp_path / "out.jsonl").read_text().count('"record": "damaged"') == 1
+
+
+def test_many_damaged_records_are_counted_after_the_first_few(data_run, tmp_path, capsys):
+    from tvis_tui.commands.export import SHOWN_DAMAGE
+    from tvis_tui.store import lines
+
+    run = _with_record(data_run, tmp_path / "run", lines.LINES, lines.line_key(1, 1, 3), b"\xc1")
+    for line in range(4, 4 + SHOWN_DAMAGE + 2):
+        _put(run, lines.LINES, lines.line_key(1, 1, line), b"\xc1")
+    assert main(["export", str(run)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == ("tvis: warning: 3 more damaged records left out "
+                                             '("damaged" records in the export)')
+    assert captured.out.count('"record": "damaged"') == SHOWN_DAMAGE + 3
 
 
 def test_step_view_of_a_malformed_sample_closes_the_run_with_the_reason(data_run, tmp_path):
@@ -630,7 +676,8 @@ def test_step_view_of_a_malformed_sample_closes_the_run_with_the_reason(data_run
         return app.return_code, app.damage
 
     code, damage = asyncio.run(step_view())
-    assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed sample record: TypeError: field 'transforms'")
+    assert code == 2 and damage.startswith(f"{bad}: corrupt run (a malformed sample record, call 1 sample 0: "
+                                           "TypeError: field 'transforms'")
 
 
 def test_a_batch_record_without_its_seq_takes_the_one_its_key_says(good_run, tmp_path, capsys):

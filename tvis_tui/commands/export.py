@@ -11,7 +11,14 @@ from typing import Any, Callable, TextIO
 from tvis_tui.errors import TvisError
 
 
+SHOWN_DAMAGE = 5
+"""Damaged records named on stderr; the export holds a "damaged" record for every one."""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("Exit status: 0 when the whole run was written; 1 when damaged data or line "
+                     "records were left out (each is named in the export and on stderr); 2 when "
+                     "nothing was written.")
     parser.add_argument("run", help="a run folder")
     parser.add_argument("--format", choices=("jsonl", "json"), default="jsonl",
                         help="JSON lines (one object per line) or one JSON document")
@@ -29,21 +36,32 @@ def main(args: argparse.Namespace) -> int:
         raise TvisError(f"{args.run}: {exc}") from None
 
 
-def _export(args: argparse.Namespace, write: Callable[[Any, TextIO], None]) -> int:
+def _export(args: argparse.Namespace, write: Callable[[Any, TextIO], list[str]]) -> int:
     from tvis_tui.store import RunReader
 
+    damaged: list[str] = []
     with RunReader(args.run) as reader:
         if args.output is None:
-            write(reader, sys.stdout)
-            return 0
+            damaged = write(reader, sys.stdout)
+            return _said(damaged)
         # Checked before open(): opening for writing truncates, and `-o RUN/data.mdb`
         # would destroy the recording being read.
         _refuse_output_inside_run(Path(args.output), reader.path)
         try:
-            _write_whole(Path(args.output), lambda out: write(reader, out))
+            _write_whole(Path(args.output), lambda out: damaged.extend(write(reader, out)))
         except OSError as exc:  # a missing folder, no permission, a full disk
             raise TvisError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
-    return 0
+    return _said(damaged)
+
+
+def _said(damaged: list[str]) -> int:
+    """Warn of the records left out; the exit status that says whether any were."""
+    for reason in damaged[:SHOWN_DAMAGE]:
+        print(f"tvis: warning: {reason}: left out of the export", file=sys.stderr)
+    if len(damaged) > SHOWN_DAMAGE:
+        print(f"tvis: warning: {len(damaged) - SHOWN_DAMAGE} more damaged records left out "
+              "(\"damaged\" records in the export)", file=sys.stderr)
+    return 1 if damaged else 0
 
 
 def _write_whole(output: Path, write: Callable[[TextIO], None]) -> None:

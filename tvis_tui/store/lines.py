@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
 from tvis_tui.store import codec, layout
+from tvis_tui.store.damage import OnDamage, decoded
 from tvis_tui.store.field_types import record_of
 
 LINES = layout.LINES
@@ -67,7 +68,7 @@ def from_wire(line: int, data: Any) -> LineRecord:
 class _Scanner(Protocol):
     def scan(self, db: bytes, start: bytes = b"", stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]: ...
 
-    def decode(self, raw: bytes, as_record: Callable[[Any], Any], what: str) -> Any: ...
+    def decode(self, raw: bytes, as_record: Callable[[Any], Any], what: str, key: bytes = b"") -> Any: ...
 
 
 def records(reader: _Scanner, file_id: int, step: int) -> list[LineRecord]:
@@ -76,11 +77,14 @@ def records(reader: _Scanner, file_id: int, step: int) -> list[LineRecord]:
     return [_record(reader, key, value) for key, value in rows]
 
 
-def all_records(reader: _Scanner) -> Iterator[tuple[int, int, LineRecord]]:
-    """(file id, step, record) for every line record of a run, in key order."""
-    for key, value in reader.scan(LINES):
-        yield codec.from_u32(key[:4]), codec.from_u32(key[4:8]), _record(reader, key, value)
+def all_records(reader: _Scanner, on_damage: OnDamage | None = None) -> Iterator[tuple[int, int, LineRecord]]:
+    """(file id, step, record) for every line record of a run, in key order (a damaged
+    one left out, with `on_damage`: see store/damage.py)."""
+    def decode(key: bytes, value: bytes) -> tuple[int, int, LineRecord]:
+        return codec.from_u32(key[:4]), codec.from_u32(key[4:8]), _record(reader, key, value)
+
+    return decoded(reader.scan(LINES), decode, on_damage)
 
 
 def _record(reader: _Scanner, key: bytes, value: bytes) -> LineRecord:
-    return reader.decode(value, lambda data: from_wire(codec.from_u32(key[8:12]), data), "line")
+    return reader.decode(value, lambda data: from_wire(codec.from_u32(key[8:12]), data), "line", key)

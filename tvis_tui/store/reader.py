@@ -464,11 +464,19 @@ def _range(cursor: Any, start: bytes, stop: bytes | None, reverse: bool) -> Iter
 
 
 def _record_name(what: str, key: bytes) -> str:
-    """`, call 3` for a call's or its slot's key, `, step 2` for a step's; else nothing."""
-    if what in ("call", "slot") and len(key) >= 8:
+    """Where the record is, from its key: `, call 3` for a call's, a slot's or a batch's,
+    `, step 2` for a step's or a prediction's; `, step 2 line 14` for a line's, `, call 3
+    sample 0` for a sample's, `, number 4` for a tokenizer call's; else nothing."""
+    if what in ("call", "slot", "batch") and len(key) >= 8:
         return f", call {codec.from_u64(key[:8])}"
-    if what == "step" and len(key) == 4:
+    if what == "sample" and len(key) == 12:
+        return f", call {codec.from_u64(key[:8])} sample {codec.from_u32(key[8:])}"
+    if what in ("step", "prediction") and len(key) == 4:
         return f", step {codec.from_u32(key)}"
+    if what == "line" and len(key) == 12:
+        return f", step {codec.from_u32(key[4:8])} line {codec.from_u32(key[8:])}"
+    if what == "tokenizer" and len(key) == 8:
+        return f", number {codec.from_u64(key)}"
     return ""
 
 

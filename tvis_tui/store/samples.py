@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tvis_tui.store import codec
+from tvis_tui.store.damage import OnDamage, decoded
 from tvis_tui.store.data_schema import BATCH, PREDICTION, SAMPLE, TOKEN_CALL, check_bytes, check_kind
 from tvis_tui.store.field_types import record_of
 from tvis_tui.store.reader import RunReader
@@ -52,11 +53,12 @@ def put_prediction(writer: RunWriter, record: dict[str, Any]) -> None:
 
 # -- reading ---------------------------------------------------------------------------
 
-def batches(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
+def batches(reader: RunReader, step: int | None = None,
+            on_damage: OnDamage | None = None) -> list[dict[str, Any]]:
     """Batch records in call order (of one step, when given: read from the step's calls
-    only, not the whole run)."""
+    only, not the whole run). `on_damage`: see store/damage.py."""
     if step is None:
-        return [_batch(reader, k, v) for k, v in reader.scan(BATCHES)]
+        return list(decoded(reader.scan(BATCHES), lambda k, v: _batch(reader, k, v), on_damage))
     spans = reader.phases(step)
     if not spans:
         return []
@@ -67,17 +69,17 @@ def batches(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
 
 def _batch(reader: RunReader, key: bytes, value: bytes) -> dict[str, Any]:
     """A batch record, its `seq` the key's (what its samples are filed under)."""
-    return {**reader.decode(value, _BATCH, "batch"), "seq": codec.from_u64(key)}
+    return {**reader.decode(value, _BATCH, "batch", key), "seq": codec.from_u64(key)}
 
 
 def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
     return reader.get_record(BATCHES, codec.u64(seq), _BATCH, "batch")
 
 
-def samples(reader: RunReader, batch_seq: int) -> list[dict[str, Any]]:
+def samples(reader: RunReader, batch_seq: int, on_damage: OnDamage | None = None) -> list[dict[str, Any]]:
     """The samples of the batch drawn by DataLoader call `batch_seq`, in batch order."""
     rows = reader.scan(SAMPLES, sample_key(batch_seq, 0), sample_key(batch_seq + 1, 0))
-    return [reader.decode(v, _SAMPLE, "sample") for _, v in rows]
+    return list(decoded(rows, lambda k, v: reader.decode(v, _SAMPLE, "sample", k), on_damage))
 
 
 def batch_tokens_of(batch: dict[str, Any], position: int) -> list[dict[str, Any]]:
@@ -108,9 +110,11 @@ def _row(ids: Any, shape: Any, position: int) -> list[int] | None:
     return None
 
 
-def tokenizer_calls(reader: RunReader, step: int | None = None) -> list[dict[str, Any]]:
+def tokenizer_calls(reader: RunReader, step: int | None = None,
+                    on_damage: OnDamage | None = None) -> list[dict[str, Any]]:
     """Tokenizer calls made outside data loading (those inside belong to a sample)."""
-    out = [reader.decode(v, _TOKENS, "tokenizer") for _, v in reader.scan(TOKENS)]
+    rows = reader.scan(TOKENS)
+    out = list(decoded(rows, lambda k, v: reader.decode(v, _TOKENS, "tokenizer", k), on_damage))
     return out if step is None else [t for t in out if t.get("step") == step]
 
 
@@ -118,8 +122,9 @@ def predictions(reader: RunReader, step: int) -> dict[str, Any] | None:
     return reader.get_record(PREDICTIONS, codec.u32(step), _PREDICTION, "prediction")
 
 
-def all_predictions(reader: RunReader) -> list[dict[str, Any]]:
-    return [reader.decode(v, _PREDICTION, "prediction") for _, v in reader.scan(PREDICTIONS)]
+def all_predictions(reader: RunReader, on_damage: OnDamage | None = None) -> list[dict[str, Any]]:
+    rows = reader.scan(PREDICTIONS)
+    return list(decoded(rows, lambda k, v: reader.decode(v, _PREDICTION, "prediction", k), on_damage))
 
 
 # -- values ----------------------------------------------------------------------------
