@@ -25,6 +25,7 @@ import torch
 from tvis_tui.errors import TvisError
 from tvis_tui.interrupts import die_of, pass_on_lost_handler_exceptions
 from tvis_tui.record.calls import first_line
+from tvis_tui.record.fatal_signals import report_fatal_signals
 from tvis_tui.record.hard_exit import close_run_first
 from tvis_tui.record.job_rank import job_rank
 from tvis_tui.record.options import CaptureOptions
@@ -132,13 +133,16 @@ def record(target: Target, options: Options) -> int:
     if rank_problem is not None:
         recorder.warn(rank_problem)
     outcome = _Outcome()
+    undo_fatal_signals = report_fatal_signals(path)
     undo_lost_exits = pass_on_lost_handler_exceptions()  # before tvis's own signals' hooks
     undo_terminations = end_on_termination()
 
     def hard_exit(status: int, frame: types.FrameType | None) -> None:  # in a thread of its own
         recorder.abandon(None)
         _exited_at_once(status, frame, outcome, recorder)
-        _report(outcome, path, _close(recorder, outcome), recorder.warnings, recorder.writer)
+        steps = _close(recorder, outcome)
+        undo_fatal_signals()
+        _report(outcome, path, steps, recorder.warnings, recorder.writer)
     undo_hard_exit = close_run_first(hard_exit)
     try:
         recorder.install()
@@ -149,6 +153,7 @@ def record(target: Target, options: Options) -> int:
         undo_hard_exit()
         if recorder.in_recording_process():
             steps = _close(recorder, outcome)
+            undo_fatal_signals()
         else:
             recorder.uninstall()  # its hooks, with nothing written
     if not recorder.in_recording_process():

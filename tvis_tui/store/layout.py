@@ -7,6 +7,9 @@ SCHEMA_VERSION = 1
 
 DATA_FILE = "data.mdb"
 LOCK_FILE = "lock.mdb"
+FATAL_FILE = "fatal.txt"
+"""faulthandler's report of the fatal signal (SIGSEGV, SIGABRT, ...) that ended the recording
+process, written as it died; absent once a run is closed (record/fatal_signals.py)."""
 
 META = b"meta"  # str key -> any value
 FILES = b"files"  # u32 file id -> path

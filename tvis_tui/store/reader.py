@@ -29,6 +29,9 @@ _META_CHECKS = {key: check_for(META[key]) for key in DESCRIPTIVE_META}
 
 T = TypeVar("T")
 
+FATAL_REPORT_BYTES = 1 << 16
+"""Read of a fatal signal's report: every thread's stack, deep ones cut."""
+
 _MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError, struct.error)
 """What unpacking a damaged value, or making a record of data of the wrong shape, raises
 (msgpack's errors and UnicodeDecodeError are ValueErrors; a key made of a field that does
@@ -198,9 +201,23 @@ class RunReader:
                 damaged.append(key)
         damaged += [key for key in DESCRIPTIVE_META & meta.keys() if not _META_CHECKS[key](meta[key])]
         try:
-            return _META(_without_damaged(meta, damaged))
+            meta = _META(_without_damaged(meta, damaged))
         except TypeError as exc:
             raise self._malformed("meta", exc) from None
+        return self._with_fatal_signal(meta) if meta.get("status", "running") == "running" else meta
+
+    def _with_fatal_signal(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """A run left `running` by a process that died of a fatal signal is crashed, with
+        faulthandler's report of it as its exception (layout.FATAL_FILE)."""
+        try:
+            with open(self.path / layout.FATAL_FILE, "rb") as file:
+                report = file.read(FATAL_REPORT_BYTES).decode(errors="replace").strip()
+        except OSError:
+            return meta
+        if not report:
+            return meta
+        return {**meta, "status": "crashed", "exception": report.splitlines()[0],
+                "traceback": report, "fatal_signal": True}
 
     def file_path(self, file_id: int) -> str:
         path = self._files.get(file_id)
