@@ -74,7 +74,8 @@ def _torchrun_once(*args: str, cwd) -> subprocess.CompletedProcess:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGABRT)
         out, err = proc.communicate()
-        pytest.fail(f"torchrun {' '.join(args)} hung; its processes' stacks:\n{err[-8000:]}")
+        # Every process's stacks, whole: the rank that hangs may have dumped first.
+        pytest.fail(f"torchrun {' '.join(args)} hung; its processes' stacks:\n{err[-64000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

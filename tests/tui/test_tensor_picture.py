@@ -67,6 +67,14 @@ def _top_and_bottom(app: App) -> tuple[set, set]:
             {tuple(s.style.bgcolor.triplet) for s in last if s.text == "▀"})
 
 
+def test_a_complex_view_draws_its_magnitude_and_says_so():
+    """Sweep R: it drew the real part, a picture of half the values, saying nothing."""
+    values = np.array([[3 + 4j, 0], [-5j, 1j]], dtype=np.complex64)
+    pixels, note = tensor_picture(values, (ALL, ALL))
+    assert note == "grey of |z|: 0 black, 5 white"
+    assert pixels[:, :, 0].tolist() == [[255, 0], [255, 51]]
+
+
 async def test_d_draws_the_values_and_walks_the_items_with_plus(reader):
     app = ValuesApp(reader, next(s for s in reader.slots(1) if s.path == "args[0]"))
     async with app.run_test(size=(60, 20)) as pilot:

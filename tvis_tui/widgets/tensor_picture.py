@@ -2,7 +2,7 @@
 
 An image-like tensor, with 1 or 3 channels before height and width (C, H, W) or 3 or 4
 after them (H, W, C), draws the item the view's index picks, all its channels; any other
-2-D view draws in grey. Either way its smallest finite value is black and its largest
+2-D view draws in grey (a complex one, its magnitude). Either way its smallest finite value is black and its largest
 white (NaN/Inf black too). A weight matrix, an attention map or a mask reads at a glance,
 and a batch whose channels a `reshape` scrambled (where `permute` belonged) shows stripes
 where the sample showed a square (sweep O).
@@ -17,7 +17,11 @@ from tvis_tui.widgets.format import number
 
 def tensor_picture(array: np.ndarray, index: tuple[int | slice, ...]) -> tuple[np.ndarray, str] | None:
     """(uint8 H x W x C pixels, a line saying what they show) for the values `array[index]`
-    shows; None where there is no picture to draw (a view of one dimension)."""
+    shows; None where there is no picture to draw (a view of one dimension). Complex
+    values draw their magnitude: the real part alone would hide half of each."""
+    magnitude = np.iscomplexobj(array)
+    if magnitude:
+        array = np.abs(array)
     item = _image_item(array, index)
     if item is not None:
         pixels, layout = item
@@ -26,7 +30,8 @@ def tensor_picture(array: np.ndarray, index: tuple[int | slice, ...]) -> tuple[n
     else:
         return None
     scaled, lo, hi = _to_bytes(pixels)
-    return scaled, f"{layout}: {number(lo)} black, {number(hi)} white"
+    of = " of |z|" if magnitude else ""
+    return scaled, f"{layout}{of}: {number(lo)} black, {number(hi)} white"
 
 
 def _image_item(array: np.ndarray, index: tuple[int | slice, ...]) -> tuple[np.ndarray, str] | None:
