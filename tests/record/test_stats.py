@@ -99,6 +99,7 @@ DEVICE_CASES = {
     "relu": torch.relu(torch.randn(64, 33, generator=torch.Generator().manual_seed(3))),
     "non-finite": torch.tensor([math.nan, 0.0, math.inf, 1.0, -math.inf, -0.0]),
     "constant": torch.full((10,), 2.0),
+    "large constant": torch.full((600, 600), 3.0),
     "one value": torch.tensor([5.0]),
     "all nan": torch.tensor([math.nan, math.nan]),
     "sampled": torch.randn(200_000, generator=torch.Generator().manual_seed(4)),
@@ -107,6 +108,16 @@ DEVICE_CASES = {
     "range past float64": torch.tensor([-1e308, 0.5, 1e308], dtype=torch.float64),
 }
 NON_FINITE = {"non-finite", "all nan"}
+
+
+def test_a_constant_tensor_counts_the_sample_as_a_varied_one_does():
+    """Sweep R: 600x600 of 3.0 counted all 360,000 values, where the doc (and a varied
+    tensor) counts an evenly strided sample of about 4096."""
+    from tvis_tui.record.stats import summarize
+
+    constant = summarize(torch.full((600, 600), 3.0), 0)
+    varied = summarize(torch.arange(360_000.0).reshape(600, 600), 0)
+    assert constant.hist == (sum(varied.hist),) and sum(varied.hist) <= 4096
 
 
 @pytest.mark.parametrize("name", DEVICE_CASES)

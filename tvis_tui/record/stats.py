@@ -253,7 +253,7 @@ def _device_stats(f: torch.Tensor, histogram: bool
         return _real_stats(f.cpu(), histogram)
     stats = TensorStats(numel=n, min=lo_, max=hi_, mean=mean_, std=std_, norm=math.sqrt(squares),
                         zeros=int(zeros))
-    hist = () if not histogram else (n,) if lo_ == hi_ else tuple(int(c) for c in read[6:])
+    hist = () if not histogram else (len(_hist_sample(f)),) if lo_ == hi_ else tuple(int(c) for c in read[6:])
     return stats, hist, lo_, hi_
 
 
@@ -307,9 +307,9 @@ def _histogram(a: np.ndarray, lo: float, hi: float) -> tuple[int, ...]:
     """Counts in HIST_BINS equal bins over [lo, hi] of finite values. Over HIST_SAMPLE
     values, an evenly strided sample is counted (no RNG): the counts then add up to the
     sample size."""
-    if lo == hi:
-        return (a.size,)
     sample = _hist_sample(a)
+    if lo == hi:  # one value: one bin, counting the sample as every other histogram does
+        return (len(sample),)
     # float64, so that a float32 range past float32's maximum (hi - lo overflowing) still
     # bins; positions are >= 0 as every value is >= lo, and hi lands in the last bin.
     if math.isfinite(hi - lo):
