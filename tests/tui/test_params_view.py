@@ -124,6 +124,23 @@ def test_two_optimizers_of_one_type_have_a_learning_rate_row_each(tmp_path):
     assert history.lrs == {"lr Adam line 19": {1: 4e-4, 2: 4e-4}, "lr Adam line 24": {3: 1e-4}}
 
 
+def test_a_group_added_mid_run_leaves_group_0_one_row(tmp_path):
+    # Sweep R: after `add_param_group` (unfreezing a backbone) group 0's lr read as two
+    # rows, "lr SGD" for the steps before and "lr SGD group 0" after.
+    from tvis_tui.store import RunReader
+    from tvis_tui.store.parameters import parameter_history
+
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step, lrs in enumerate([[0.1], [0.1], [0.1, 0.01]], start=1):
+            w.put_call(CallRecord(seq=step, parent=0, depth=0, step=step, phase="optimizer", kind="optimizer",
+                                  name="SGD", type="SGD", start_ns=step, duration_ns=5, extra={"lrs": lrs}))
+            w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0))
+        w.close(status="ok", steps_recorded=3)
+    history = parameter_history(RunReader(tmp_path / "run"))
+    assert history.lrs == {"lr SGD group 0": {1: 0.1, 2: 0.1, 3: 0.1}, "lr SGD group 1": {3: 0.01}}
+
+
 def test_all_parameters_count_a_weight_the_step_did_not_move():
     # A frozen-by-lr or converged weight updated by exactly 0 still weighs in (review: "–").
     from tvis_tui.store.parameters import ParamHistory, ParamPoint, totals

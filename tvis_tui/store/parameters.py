@@ -61,8 +61,10 @@ def parameter_history(reader: RunReader) -> ParamHistory:
     for call in (c for calls in by_step.values() for c in calls):
         sites.setdefault(call.name, set()).add(call.call_site.line if call.call_site else None)
     by_line = {name for name, lines in sites.items() if len(lines) > 1}
+    # One that gains a group (`add_param_group`, unfreezing) names group 0 as it will later.
+    grouped = {c.name for calls in by_step.values() for c in calls if len(c.extra.get("lrs") or ()) > 1}
     for step, calls in by_step.items():
-        for label, lr in step_lrs(calls, by_line):
+        for label, lr in step_lrs(calls, by_line, grouped):
             history.lrs.setdefault(label, {})[step] = lr
         for call in calls:
             _add(history, step, _points(call, reader.slots(call.seq)))
@@ -77,10 +79,12 @@ def optimizer_calls(reader: RunReader, step: int) -> list[CallRecord]:
             for c in reader.calls(span.first_seq, span.last_seq) if c.kind == "optimizer"]
 
 
-def step_lrs(calls: list[CallRecord], by_line: set[str] = frozenset()) -> list[tuple[str, float | None]]:
+def step_lrs(calls: list[CallRecord], by_line: set[str] = frozenset(),
+             grouped: set[str] = frozenset()) -> list[tuple[str, float | None]]:
     """(label, learning rate) of each param group of each optimizer call: `lr SGD`, with
     `line N` (the line of its step() call) for the types in `by_line`, `group i` where an
-    optimizer has several and `#k` for a second call of one label in the step."""
+    optimizer has several (or is in `grouped`) and `#k` for a second call of one label in
+    the step."""
     out: list[tuple[str, float | None]] = []
     seen: dict[str, int] = {}
     for call in calls:
@@ -92,7 +96,7 @@ def step_lrs(calls: list[CallRecord], by_line: set[str] = frozenset()) -> list[t
         name = base if seen[base] == 1 else f"{base}#{seen[base]}"
         for i, lr in enumerate(lrs):
             value = float(lr) if isinstance(lr, (int, float)) else None
-            out.append((f"lr {name}" + (f" group {i}" if len(lrs) > 1 else ""), value))
+            out.append((f"lr {name}" + (f" group {i}" if len(lrs) > 1 or call.name in grouped else ""), value))
     return out
 
 
