@@ -61,8 +61,32 @@ def test_exclude_by_class_name(run_inprocess):
 
 
 def test_include_keeps_only_matching_modules(run_inprocess):
-    _, run = run_inprocess(SCRIPT, capture=CaptureOptions(include_modules=("Net", "encoder.*")))
-    assert _module_names(run) == ["Net", "encoder.lin", "encoder.drop"]
+    _, run = run_inprocess(SCRIPT, capture=CaptureOptions(include_modules=("head", "encoder.*")))
+    assert _module_names(run) == ["encoder.lin", "encoder.drop", "head"]
+
+
+GAN = """
+import torch
+from torch import nn
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+D(G(torch.randn(8, 4)))
+"""
+
+
+@pytest.mark.parametrize("flag, pattern, recorded", [
+    ("include_modules", "D", ["D", "0", "1", "2"]),  # a model's name takes all of it
+    ("exclude_modules", "G", ["D", "0", "1", "2"]),
+    ("include_modules", "G.2", ["2"]),  # a layer named as the optimizer names its parameters
+    ("include_modules", "Net", ["Net", "encoder", "encoder.lin", "encoder.drop", "head"]),
+    ("exclude_modules", "Net", []),
+])
+def test_a_models_own_name_takes_its_subtree(run_inprocess, flag, pattern, recorded):
+    """Sweep S: `--include-modules D` recorded D's call and none of its layers, and
+    `--exclude-modules G` left G's layers recorded as top-level calls."""
+    script = SCRIPT if pattern == "Net" else GAN
+    _, run = run_inprocess(script, capture=CaptureOptions(**{flag: (pattern,)}))
+    assert _module_names(run) == recorded
 
 
 @pytest.mark.parametrize("pattern, recorded", [

@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     for verb, what in (("include", "only"), ("exclude", "not")):
         parser.add_argument(f"--{verb}-modules", action="append", default=[], metavar="PATTERN",
                             help=f"record {what} modules whose qualified name, an ancestor's name "
-                                 "or class name matches (fnmatch; repeatable)")
+                                 "(the model's own name too) or class name matches (fnmatch; repeatable)")
         parser.add_argument(f"--{verb}-files", action="append", default=[], metavar="PATTERN",
                             help=f"record {what} user functions and lines of files whose path "
                                  "relative to the script's folder matches (repeatable)")

@@ -68,7 +68,9 @@ class ModuleHooks(HookBase):
         else:
             root, name = enclosing_root, self.names.name(enclosing_root, module)
         cls = type(module)
-        if not self.options.module_recorded(name, cls.__name__):
+        root_name = None if enclosing_root is None or not self.options.filters_modules \
+            else self.names.root_name(enclosing_root)
+        if not self.options.module_recorded(name, cls.__name__, root_name):
             self._unrecorded.calls.append((id(module), root, len(stack)))
             return
         self.modules_recorded = True

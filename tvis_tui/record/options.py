@@ -35,11 +35,19 @@ class CaptureOptions:
     def values(self) -> bool:
         return self.capture == "values"
 
-    def module_recorded(self, qualname: str, type_name: str) -> bool:
-        """Whether calls of the module named `qualname` (of class `type_name`) are recorded."""
-        if not (self.include_modules or self.exclude_modules):  # the default; every module call asks
+    @property
+    def filters_modules(self) -> bool:
+        return bool(self.include_modules or self.exclude_modules)
+
+    def module_recorded(self, qualname: str, type_name: str, root: str | None = None) -> bool:
+        """Whether calls of the module named `qualname` (of class `type_name`) are recorded;
+        `root`: the name of the model it is part of (`G`, or its class `Net`), an ancestor too,
+        so that naming a model takes all of it, as naming any other module does."""
+        if not self.filters_modules:  # the default; every module call asks
             return True
         names = (*_ancestors(qualname), type_name)
+        if root is not None:
+            names += (root, *(f"{root}.{name}" for name in _ancestors(qualname)))
         return _allowed(lambda p: any(fnmatchcase(n, p) for n in names),
                         self.include_modules, self.exclude_modules)
 
