@@ -18,7 +18,7 @@ from tvis_tui.screens.help import HelpScreen, key_sections
 from tvis_tui.screens.run_picker import RunPickerScreen
 from tvis_tui.screens.step_view import StepScreen
 from tvis_tui.screens.values import ValuesScreen
-from tvis_tui.store import CallRecord, RunWriter, StepRecord
+from tvis_tui.store import CallRecord, RunWriter, Slot, StepRecord, TensorStats
 from tvis_tui.widgets.call_tree import CallTree
 from tvis_tui.widgets.inspector import COLUMNS, Inspector, slot_cells
 from tvis_tui.widgets.source_pane import SourcePane
@@ -579,6 +579,27 @@ async def test_v_on_a_tensor_without_values_says_why(healthy_run):
         await press(pilot, *["j"] * row, "v")
         assert not isinstance(pilot.app.screen, ValuesScreen)
         assert any(n.startswith("only statistics of ") and "--capture summary" in n for n in _notices(pilot))
+
+
+@pytest.mark.parametrize("slot, says", [
+    (dict(shape=(4, -1, 32), stats=TensorStats(numel=1152)), "args[0] is a nested tensor (its rows differ "
+                                                            "in length): only its statistics are stored"),
+    (dict(shape=(4, 4), stats=None), "args[0] has no stored values or statistics"),
+])
+async def test_v_on_a_tensor_never_stored_with_values_says_why(tmp_path, slot, says):
+    """Sweep S: a nested tensor's `v` blamed --max-tensor-bytes or --capture summary, in a
+    run that captured values and a tensor of 4.6 KB."""
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running", capture="values")
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="no_grad", kind="module", name="layer"))
+        w.put_slot(1, Slot("input", 0, "args[0]", dtype="float32", **slot))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 1) as pilot:
+        pilot.app.screen.query_one(Inspector).focus()
+        await press(pilot, "home", "v")
+        assert not isinstance(pilot.app.screen, ValuesScreen)
+        assert any(n.startswith(says) for n in _notices(pilot)), _notices(pilot)
 
 
 async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):

@@ -167,5 +167,10 @@ class Inspector(RowTable):
 def _why_no_values(slot: Slot) -> str:
     if not slot.is_tensor:
         return f"{slot.path} is not a tensor: it has no values to show"
+    if any(size < 0 for size in slot.shape):
+        return f"{slot.path} is a nested tensor (its rows differ in length): only its statistics are stored"
+    if slot.stats is None:
+        return (f"{slot.path} has no stored values or statistics (a meta or quantized tensor, "
+                "or a sparse one too large to make dense)")
     return (f"only statistics of {slot.path} were stored: it is past the run's "
             "--max-tensor-bytes, or the run was recorded with --capture summary")
