@@ -87,3 +87,11 @@ def test_the_gpu_table_knows_which_gpus_lack_bf16():
     without = {g.key for g in GPUS if g.bf16 is False}
     assert without == {"v100-16gb", "v100-32gb", "t4", "p100", "rtx2080-ti"}
     assert find_gpu("v100").bf16 is False and find_gpu("a10g").bf16 is True
+
+
+@pytest.mark.parametrize("name, optimizer", [("lm_noflash", "Adam8bit"), ("gpt_sdpa", "AdamW8bit")])
+def test_the_8bit_optimizer_offered_trains_as_the_scripts_does(script, name, optimizer):
+    """Sweep S: AdamW8bit was offered for Adam, and its weight decay would change training."""
+    fixes = suggest(estimate(script(name)), 10 ** 15)
+    assert [s.change for s in fixes if "8-bit" in s.change] == [
+        f"use an 8-bit optimizer: bitsandbytes.optim.{optimizer}(...)"]

@@ -83,11 +83,23 @@ def _set_to_none(s: Settings, e: Estimate) -> Settings | None:
     return _replace(s, set_to_none=True)
 
 
+EIGHT_BIT = {"adam": "Adam8bit", "adamw": "AdamW8bit", "pagedadamw": "PagedAdamW8bit"}
+"""bitsandbytes' 8-bit form of each optimizer that has one and trains as it does (AdamW8bit
+for Adam would add weight decay)."""
+
+
+def _optimizer_key(s: Settings, e: Estimate) -> str:
+    return (s.optimizer or (e.facts.optimizers[0].kind if e.facts.optimizers else "adamw")).lower()
+
+
 def _eight_bit(s: Settings, e: Estimate) -> Settings | None:
-    key = (s.optimizer or (e.facts.optimizers[0].kind if e.facts.optimizers else "adamw")).lower()
-    if not key.startswith("adam") or "8bit" in key:
-        return None
-    return _replace(s, optimizer="adamw8bit")
+    name = EIGHT_BIT.get(_optimizer_key(s, e))
+    return None if name is None else _replace(s, optimizer=name.lower())
+
+
+def _eight_bit_text(e: Estimate) -> str:
+    name = EIGHT_BIT.get(_optimizer_key(e.settings, e), "AdamW8bit")
+    return f"use an 8-bit optimizer: bitsandbytes.optim.{name}(...)"
 
 
 def _fused(s: Settings, e: Estimate) -> Settings | None:
@@ -142,8 +154,7 @@ CANDIDATES = (
                lambda e: e.facts.model_line),
     _Candidate("set_to_none", lambda e: "call zero_grad(set_to_none=True) so gradients are freed "
                "between steps", _set_to_none, lambda e: e.facts.zero_grad_line),
-    _Candidate("8bit", lambda e: "use an 8-bit optimizer: bitsandbytes.optim.AdamW8bit(...)",
-               _eight_bit, lambda e: e.facts.optimizers[0].line if e.facts.optimizers else 0),
+    _Candidate("8bit", _eight_bit_text, _eight_bit, lambda e: e.facts.optimizers[0].line if e.facts.optimizers else 0),
     _Candidate("micro", _micro_text, _micro_batch, lambda e: e.facts.forward_line),
     _Candidate("freeze", lambda e: "freeze the embedding tables when they come pretrained: "
                "emb.weight.requires_grad_(False) (no gradients or optimizer state for them)",
