@@ -126,7 +126,7 @@ class Inspector(RowTable):
     """Enter on a tensor whose values were stored opens them (`ValuesRequested`)."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+        super().__init__(id=id, fixed_columns=1)  # rows stay told apart when scrolled sideways
         self.seq = 0
         self.slots: list[Slot] = []
 
