@@ -603,6 +603,24 @@ async def test_v_on_a_tensor_never_stored_with_values_says_why(tmp_path, slot, s
         assert any(n.startswith(says) for n in _notices(pilot)), _notices(pilot)
 
 
+async def test_a_long_plain_value_is_cut_in_the_table_and_shown_whole_on_enter(tmp_path):
+    """Sweep S: the slot cap's note (or a config's repr) widened the shape column to 36
+    cells at 200 columns, and the tensors' figures went out of view."""
+    config = "Config(hidden=512, layers=12, heads=8, dropout=0.1, vocab=50257)"
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running")
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward", kind="module", name="model"))
+        w.put_slot(1, Slot("input", 0, "kwargs['config']", repr=config))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 1, size=(200, 40)) as pilot:
+        inspector = pilot.app.screen.query_one(Inspector)
+        assert "Config(hidden=512, laye… " in inspector.render_line(1).text
+        inspector.focus()
+        await press(pilot, "home", "enter")
+        assert f"kwargs['config'] is not a tensor: {config}" in _notices(pilot)
+
+
 async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):
     async with opened(healthy_run, 3) as pilot:  # step 1: per-sample values not stored
         await press(pilot, "p")

@@ -10,6 +10,7 @@ from textual.widgets import DataTable
 
 from tvis_tui.messages import ValuesRequested
 from tvis_tui.store import CallRecord, Slot
+from tvis_tui.text import cut
 from tvis_tui.widgets.format import number, shape
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sparkline import sparkline
@@ -30,11 +31,18 @@ def _is_integer(dtype: str | None) -> bool:
     return bool(dtype) and dtype.startswith(("int", "uint", "bool"))
 
 
+REPR_WIDTH = 24
+"""A plain value's repr, in the shape column, is cut here: a long one (a config's repr, the
+slot cap's note) widened the column and pushed every figure of the tensors out of view.
+Enter on the row shows it whole."""
+
+
 def slot_cells(slot: Slot) -> list[Text]:
     """One table row: a tensor's summary, or a plain value's repr."""
     name = Text(slot.role if slot.path == slot.role else f"{slot.role} {slot.path}", no_wrap=True)
     if not slot.is_tensor:
-        return [name, Text(slot.repr or "", style="dim", no_wrap=True), *[Text("")] * (len(COLUMNS) - 2)]
+        value = Text(cut(slot.repr or "", REPR_WIDTH), style="dim", no_wrap=True)
+        return [name, value, *[Text("")] * (len(COLUMNS) - 2)]
     stats = slot.stats
     bad = stats.nonfinite if stats else 0
     bad_text = Text(f"{stats.nan}/{stats.posinf + stats.neginf}" if stats else "", style="bold red" if bad else "dim")
@@ -164,9 +172,13 @@ class Inspector(RowTable):
             self.notify(_why_no_values(slot), severity="warning", markup=False)
 
 
+REPR_SHOWN = 400
+"""Of a plain value's repr in its notice (reprs are stored up to their own cap)."""
+
+
 def _why_no_values(slot: Slot) -> str:
     if not slot.is_tensor:
-        return f"{slot.path} is not a tensor: it has no values to show"
+        return f"{slot.path} is not a tensor: {cut(slot.repr or '', REPR_SHOWN)}"
     if any(size < 0 for size in slot.shape):
         return f"{slot.path} is a nested tensor (its rows differ in length): only its statistics are stored"
     if slot.stats is None:
