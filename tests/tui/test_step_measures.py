@@ -226,3 +226,20 @@ async def test_no_chance_level_where_the_loss_does_not_compare(tmp_path, loss, k
         await press(pilot, "p")
         text = screen_text(pilot.app)
         assert "loss per step  (m: time)" in text and "chance" not in text
+
+
+async def test_the_measures_wrap_whole_in_80_columns(tmp_path):
+    """Sweep S: at 80x24 the measures' lines wrapped past their 4 rows, and the last one,
+    what the peak counts, was cut."""
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        write_step(w, 1, np.random.default_rng(0))
+        w.put_step(StepRecord(**{**CPU_STEP.to_wire(), "step": 1, "first_seq": 1, "last_seq": CALLS_PER_STEP,
+                                 "phase_ns": CPU_STEP.phase_ns}))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 1, size=(80, 24)) as pilot:
+        await press(pilot, "p")
+        lines = screen_text(pilot.app).splitlines()
+        at = next(i for i, line in enumerate(lines) if "peak: live tensor storage seen by" in line)
+        assert lines[at + 1].split() == ["tvis"]  # its wrapped end, then the plot
+        assert "loss per step" in lines[at + 2]

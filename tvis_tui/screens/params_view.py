@@ -90,7 +90,7 @@ class ParamsScreen(Screen[None]):
             title.append(f"  (m: {MEASURES[self._next_measure()][0]})", style="dim")
             shown, steps = self._shown_steps(), self.history.steps if self.history is not None else []
             if len(shown) < len(steps):  # the trend column covers them all
-                title.append(f"  steps {shown[0]}-{shown[-1]} of {len(steps)} ([ ] earlier/later)",
+                title.append(f"  steps {shown[0]}-{shown[-1]} of {len(steps)} ([ ])",
                              style="dim")
             if self.history is not None and self.history.not_stepped:
                 lost, count = list(self.history.not_stepped), max(self.history.not_stepped_count, 1)
