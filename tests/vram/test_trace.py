@@ -76,3 +76,31 @@ for _ in range(3):
     traced = trace(script)
     assert traced.error is None and len(traced.step_peaks) == 2
     assert traced.parts["parameters"] == (8 * 4 + 4) * 4
+
+
+def test_a_trace_says_what_the_step_was_running_at_its_peak(tmp_path):
+    """Sweep S: a traced estimate said "peak reached at: traced". Here the peak is the
+    optimizer step's (Adam's state made on the first step, and its temporaries), then
+    backward's (the weight's gradient beside what backward keeps)."""
+    script = tmp_path / "train.py"
+    script.write_text("""
+import torch
+w = torch.nn.Parameter(torch.zeros(1000, 1000))
+opt = torch.optim.Adam([w], foreach=False)
+for _ in range(2):
+    (w * 2).sum().backward()
+    opt.step()
+""")
+    result = trace(script, steps=1)
+    assert result.error is None and result.peak_phase == "optimizer step"
+    script.write_text("""
+import torch
+w = torch.nn.Parameter(torch.zeros(1000, 1000))
+opt = torch.optim.SGD([w], lr=0.1)
+for _ in range(3):
+    (w.exp() * w).sum().backward()
+    opt.step()
+    opt.zero_grad()
+""")
+    result = trace(script)
+    assert result.error is None and result.peak_phase == "backward"

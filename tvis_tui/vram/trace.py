@@ -53,6 +53,9 @@ class TraceResult:
     faked_scalars: int = 0
     """Values the script read out of tensors (`.item()`, `int(t)`, `if t:`): fake tensors
     hold no data, and each read answered 1."""
+    peak_phase: str = "forward"
+    """What the last step was running at its peak: "forward" (anything before backward),
+    "backward" or "optimizer step"."""
 
     @property
     def peak_bytes(self) -> int:
@@ -100,10 +103,15 @@ class _Session:
     def finish(self) -> None:
         """Close a step: note its peak and parts, then count the next from what is live."""
         self.result.step_peaks.append(self.tracker.peak)
+        self.result.peak_phase = self.tracker.peak_phase
         self.result.parts = _parts(self.tracker, self.optimizers)
         self.tracker.reset_peak()
 
+    def before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.tracker.phase = "optimizer step"
+
     def after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.tracker.phase = "forward"  # the next step's, from its data on
         if optimizer not in self.optimizers:
             self.optimizers.append(optimizer)
         _note_grads(self.tracker, self.optimizers)
@@ -114,7 +122,9 @@ class _Session:
     def _counting(self, backward: Any) -> Any:
         """torch.autograd.backward that stops a script with no optimizer after a while."""
         def counting_backward(*args: Any, **kwargs: Any) -> Any:
+            self.tracker.phase = "backward"
             out = backward(*args, **kwargs)
+            self.tracker.phase = "forward"  # what runs next: clipping, or another micro-batch
             self.backwards += 1
             if not self.optimizers and self.backwards >= MAX_BACKWARDS:
                 self.finish()
@@ -126,7 +136,7 @@ class _Session:
     def installed(self, path: Path, argv: list[str]) -> Iterator[None]:
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         from tvis_tui.interrupts import pass_on_lost_interrupts
         from tvis_tui.vram.oncpu import cuda_as_cpu
@@ -134,7 +144,8 @@ class _Session:
         backward, swap = torch.autograd.backward, torch.utils.swap_tensors
         sdpa = torch.nn.functional.scaled_dot_product_attention
         save, loader_init = torch.save, torch.utils.data.DataLoader.__init__
-        handle = register_optimizer_step_post_hook(self.after_step)
+        handles = (register_optimizer_step_pre_hook(self.before_step),
+                   register_optimizer_step_post_hook(self.after_step))
         saved_argv, saved_path = sys.argv, list(sys.path)
         sys.argv, torch.autograd.backward = [str(path), *argv], self._counting(backward)
         torch.utils.swap_tensors = _swap_or_set(swap)
@@ -158,7 +169,8 @@ class _Session:
                 stack.enter_context(contextlib.redirect_stdout(sys.stderr))
                 yield
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
             torch.autograd.backward, torch.utils.swap_tensors = backward, swap
             torch.nn.functional.scaled_dot_product_attention = sdpa
             torch.save, torch.utils.data.DataLoader.__init__ = save, loader_init
@@ -314,7 +326,7 @@ def traced_estimate(path: str | Path, argv: list[str] | None, static: Any) -> An
                            "hold nothing to write")
     notes = [MATH_ATTENTION_NOTE] if result.math_attention and result.on_cpu else []
     label = "traced on CPU" if result.on_cpu else "traced with fake CUDA tensors"
-    return Estimate(str(path), parts, "traced", static.read, assumptions, label,
+    return Estimate(str(path), parts, result.peak_phase, static.read, assumptions, label,
                     static.facts, static.settings, notes)
 
 

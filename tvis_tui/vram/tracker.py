@@ -68,6 +68,8 @@ class StorageTracker(TorchDispatchMode):
         self.fused_attention = 0  # calls of _FUSED_ATTENTION kernels, read around each SDPA call
         self.faked_scalars = 0  # values the script's own code read out of fake tensors
         self.user_dir: str | None = None  # the script's folder: reads from there are counted
+        self.phase = "forward"  # what the step is running (trace.py moves it on)
+        self.peak_phase = "forward"  # what it was running at the step's peak
 
     def _read_by_script(self) -> bool:
         """Whether the code asking for the value is the script's (`int(n)`, `loss.item()`),
@@ -119,6 +121,7 @@ class StorageTracker(TorchDispatchMode):
         self.current += size
         if self.current > self.peak:
             self.peak = self.current
+            self.peak_phase = self.phase
             if self.current > self.snapshot_total * SNAPSHOT_STEP:
                 self.snapshot = dict(self.live)
                 self.snapshot_total = self.current
@@ -129,6 +132,7 @@ class StorageTracker(TorchDispatchMode):
     def reset_peak(self) -> None:
         """Start a new step: its peak starts from what is live now."""
         self.peak = self.current
+        self.peak_phase = self.phase
         self.snapshot = dict(self.live)
         self.snapshot_total = 0
 
