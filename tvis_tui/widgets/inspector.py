@@ -35,13 +35,16 @@ REPR_WIDTH = 24
 """A plain value's repr, in the shape column, is cut here: a long one (a config's repr, the
 slot cap's note) widened the column and pushed every figure of the tensors out of view.
 Enter on the row shows it whole."""
+REPR_WIDTH_NOTES = 200
+"""The rows an optimizer step adds (its learning rates, the parameters it did not update)
+are sentences, read in full."""
 
 
-def slot_cells(slot: Slot) -> list[Text]:
-    """One table row: a tensor's summary, or a plain value's repr."""
+def slot_cells(slot: Slot, repr_width: int = REPR_WIDTH) -> list[Text]:
+    """One table row: a tensor's summary, or a plain value's repr (cut at `repr_width`)."""
     name = Text(slot.role if slot.path == slot.role else f"{slot.role} {slot.path}", no_wrap=True)
     if not slot.is_tensor:
-        value = Text(cut(slot.repr or "", REPR_WIDTH), style="dim", no_wrap=True)
+        value = Text(cut(slot.repr or "", repr_width), style="dim", no_wrap=True)
         return [name, value, *[Text("")] * (len(COLUMNS) - 2)]
     stats = slot.stats
     bad = stats.nonfinite if stats else 0
@@ -62,6 +65,11 @@ def slot_cells(slot: Slot) -> list[Text]:
         Text(slot.dtype or ""),
         Text(slot.device or ""),
     ]
+
+
+def note_cells(note: Slot) -> list[Text]:
+    """A row an optimizer step adds (`optimizer_rows`), its sentence whole."""
+    return slot_cells(note, REPR_WIDTH_NOTES)
 
 
 def _share(part: int, whole: int) -> str:
@@ -153,10 +161,12 @@ class Inspector(RowTable):
         # call's table padded out past a narrow pane.
         self.clear(columns=True)
         self.add_columns(*HEADERS)
-        rows = slots + (optimizer_rows(call) if call is not None else [])
-        for slot in rows:
+        notes = optimizer_rows(call) if call is not None else []
+        for slot in slots:
             self.add_row(*slot_cells(slot))
-        if not rows:
+        for note in notes:  # sentences to read in full, where a stored value's repr is cut
+            self.add_row(*note_cells(note))
+        if not slots and not notes:
             self.add_row(Text("no inputs or outputs recorded", style="dim italic"), *[""] * (len(COLUMNS) - 1))
         if column:
             self.call_after_refresh(self.scroll_to_column, column)
