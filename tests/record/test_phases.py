@@ -314,39 +314,3 @@ opt.step()
     assert phases == [("Linear", "forward"), ("FocalLoss", "loss"), ("F.cross_entropy", "loss"),
                       ("SGD", "optimizer")]
     assert run.steps()[0].phase_ns["loss"] > 0
-
-
-def test_a_helper_run_after_backward_or_the_optimizer_step_is_other_not_forward(run_inprocess):
-    """Sweeps R and S: a gradient-norm helper after backward() and a logger after step()
-    were filed under "forward", which read as a second forward pass. Calls inside such a
-    helper still find their own phases (a second micro-batch's forward)."""
-    code, run = run_inprocess("""
-import torch
-from torch import nn
-
-model = nn.Linear(4, 2)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-
-def grad_norm():
-    return sum(p.grad.norm() for p in model.parameters())
-
-def micro_batch(x):
-    return model(x).sum()
-
-def log(value):
-    return f"{value:.3f}"
-
-for _ in range(3):
-    loss = micro_batch(torch.randn(3, 4))
-    loss.backward()
-    micro_batch(torch.randn(3, 4)).backward()  # accumulation: a second forward after a backward
-    grad_norm()
-    opt.step()
-    opt.zero_grad()
-    log(loss.item())
-""", capture=CaptureOptions(lines=False))
-    assert code == 0
-    assert _phases(run, step=2) == [
-        ("forward", "micro_batch"), ("forward", "Linear"), ("backward", "backward"),
-        ("other", "micro_batch"), ("forward", "Linear"), ("backward", "backward"),
-        ("other", "grad_norm"), ("optimizer", "SGD"), ("other", "log")]

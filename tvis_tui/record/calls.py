@@ -26,22 +26,18 @@ from tvis_tui.store.records import CallRecord, Site, Slot
 from tvis_tui.record.sink import WriterThread
 
 
-def call_phase(stack: list["OpenCall"], own: str | None = None, after_backward: bool = False) -> str:
+def call_phase(stack: list["OpenCall"], own: str | None = None) -> str:
     """The phase of a call opening on `stack`: its `own` ("loss" for a criterion), else its
     caller's (a transform inside a batch is "data", a recompute inside backward is
     "backward"), else "forward"; so is an LBFGS closure's model call inside
     optimizer.step(). A forward or loss call made with autograd off (torch.no_grad,
     inference_mode) and no other call around it but user functions is "no_grad": an
     evaluation, a shape probe, a frozen part of the model, whose time is not the
-    training forward's; so is everything inside it, a criterion too.
-    `after_backward`, for a user function: the step's backward or optimizer step has run.
-    Such a function with no call around it is "other" (a gradient-norm helper, a logger:
-    read as "forward", it looked like a second forward pass); calls inside it find their
-    own phases, as at the top."""
+    training forward's; so is everything inside it, a criterion too."""
     parent = stack[-1] if stack else None
     # No call around it but user functions (an optimizer step's closure has the step).
     top = parent is None or (parent.top and parent.transparent and parent.step_call is None)
-    if parent is None or parent.record.phase in ("optimizer", "other") or (top and parent.record.phase == "no_grad"):
+    if parent is None or parent.record.phase == "optimizer" or (top and parent.record.phase == "no_grad"):
         inherited = "forward"  # under a no_grad user function, grad may be on again (enable_grad)
     else:
         inherited = parent.record.phase
@@ -50,8 +46,6 @@ def call_phase(stack: list["OpenCall"], own: str | None = None, after_backward: 
     phase = own or inherited
     if top and phase in ("forward", "loss") and not torch.is_grad_enabled() and not _in_autograd_function():
         return "no_grad"
-    if after_backward and top and phase == "forward":
-        return "other"
     return phase
 
 

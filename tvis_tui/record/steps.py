@@ -101,7 +101,6 @@ class StepTracker:
         self._extra: dict[str, Any] = {}  # what other parts of the recorder add (note_extra)
         self._sources: set[int] = set()  # ids of the DataLoader iterators that fed this step
         self._phase_ns = dict.fromkeys(PHASES, 0)
-        self.past_backward = False  # a backward or an optimizer step of this step has ended
         self._phase_overhead: dict[str, int] = {}
         self._gpu_events: list[tuple[str, Any, Any]] = []
         self._started = now
@@ -129,7 +128,6 @@ class StepTracker:
         time inside it, and its CUDA events if it was timed on the GPU (timing.py)."""
         with self._lock:
             self._phase_ns[phase] = self._phase_ns.get(phase, 0) + ns
-            self.past_backward = self.past_backward or phase in ("backward", "optimizer")
             if overhead_ns:
                 self._phase_overhead[phase] = self._phase_overhead.get(phase, 0) + overhead_ns
             if gpu_events is not None:

@@ -113,7 +113,7 @@ class TracedFrame:
     def open(self, frame: FrameType) -> OpenCall:
         tracer = self.tracer
         tracer.log.close_left(frame)
-        phase = call_phase(tracer.log.stack, after_backward=tracer.recorder.steps.past_backward)
+        phase = call_phase(tracer.log.stack)
         code = frame.f_code
         call = tracer.log.open(kind="function", name=getattr(code, "co_qualname", code.co_name),
                                type_="function", phase=phase, owner=id(self),
