@@ -71,12 +71,14 @@ from torch import nn
 G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
 D(G(torch.randn(8, 4)))
+D[2](torch.randn(3, 8))  # a part of D called on its own (a checkpointed block's recompute)
 """
 
 
 @pytest.mark.parametrize("flag, pattern, recorded", [
-    ("include_modules", "D", ["D", "0", "1", "2"]),  # a model's name takes all of it
-    ("exclude_modules", "G", ["D", "0", "1", "2"]),
+    ("include_modules", "D", ["D", "0", "1", "2", "2"]),  # a model's name takes all of it
+    ("exclude_modules", "G", ["D", "0", "1", "2", "2"]),
+    ("exclude_modules", "D", ["G", "0", "1", "2"]),
     ("include_modules", "G.2", ["2"]),  # a layer named as the optimizer names its parameters
     ("include_modules", "Net", ["Net", "encoder", "encoder.lin", "encoder.drop", "head"]),
     ("exclude_modules", "Net", []),

@@ -68,8 +68,10 @@ class ModuleHooks(HookBase):
         else:
             root, name = enclosing_root, self.names.name(enclosing_root, module)
         cls = type(module)
-        root_name = None if enclosing_root is None or not self.options.filters_modules \
-            else self.names.root_name(enclosing_root)
+        # A part of a model called with no module call open (a checkpointed block recomputed
+        # in backward, `D[0](x)`) is still inside it: named by it, as an enclosed call is.
+        root_name = None if root is module or not self.options.filters_modules \
+            else self.names.root_name(root)
         if not self.options.module_recorded(name, cls.__name__, root_name):
             self._unrecorded.calls.append((id(module), root, len(stack)))
             return
