@@ -58,9 +58,22 @@ def test_a_run_whose_process_died_of_a_fatal_signal_reads_as_crashed_with_its_st
     assert capsys.readouterr().out.splitlines()[1].split()[-1] == "crashed"
 
 
-def test_a_run_that_ends_leaves_no_report_file(tmp_path):
-    assert _run(tmp_path, "").returncode == 0
+def test_the_report_file_is_there_while_recording_and_gone_once_the_run_ends(tmp_path):
+    proc = _run(tmp_path, f"print('report file:', os.path.exists('runs/r/{FATAL_FILE}'))")
+    assert proc.returncode == 0 and "report file: True" in proc.stdout
     assert not (tmp_path / "runs" / "r" / FATAL_FILE).exists()
+
+
+@pytest.mark.parametrize("where", [
+    "import atexit; atexit.register(native_crash)",  # after the run has closed
+    "pid = os.fork()\nif pid == 0:\n    native_crash()\nos.waitpid(pid, 0)",  # in a fork
+])
+def test_a_handler_the_script_turns_on_is_left_as_it_is(tmp_path, where):
+    """Review: closing the run (and forking) turned faulthandler off, the script's own
+    handler with it (torchelastic's `@record` turns one on): its report never came."""
+    proc = _run(tmp_path, f"import faulthandler, sys\nfaulthandler.enable(sys.stderr)\n{where}")
+    assert "Fatal Python error: Segmentation fault" in proc.stderr
+    assert 'in native_crash' in proc.stderr
 
 
 def test_a_forked_child_dying_of_a_signal_is_not_the_runs_end(tmp_path):

@@ -140,8 +140,10 @@ def record(target: Target, options: Options) -> int:
     def hard_exit(status: int, frame: types.FrameType | None) -> None:  # in a thread of its own
         recorder.abandon(None)
         _exited_at_once(status, frame, outcome, recorder)
-        steps = _close(recorder, outcome)
-        undo_fatal_signals()
+        try:
+            steps = _close(recorder, outcome)
+        finally:
+            undo_fatal_signals()
         _report(outcome, path, steps, recorder.warnings, recorder.writer)
     undo_hard_exit = close_run_first(hard_exit)
     try:
@@ -152,8 +154,10 @@ def record(target: Target, options: Options) -> int:
         undo_lost_exits()
         undo_hard_exit()
         if recorder.in_recording_process():
-            steps = _close(recorder, outcome)
-            undo_fatal_signals()
+            try:
+                steps = _close(recorder, outcome)
+            finally:
+                undo_fatal_signals()
         else:
             recorder.uninstall()  # its hooks, with nothing written
     if not recorder.in_recording_process():
