@@ -87,7 +87,8 @@ def _data_and_lines(reader: RunReader, damaged: list[str]) -> Iterator[tuple[str
     """The data and line records, then one "damaged" record per one left out (their
     reasons also go to `damaged`)."""
     def on_damage(exc: TvisError) -> None:
-        damaged.append(str(exc))
+        reason = str(exc)  # a key the codec could not read names no run
+        damaged.append(reason if reason.startswith(f"{reader.path}: ") else f"{reader.path}: {reason}")
 
     yield from itertools.chain(_data_objects(reader, on_damage), _line_objects(reader, on_damage))
     for reason in damaged:

@@ -446,6 +446,22 @@ def test_a_field_of_the_wrong_type_is_a_one_line_error_naming_it(good_run, tmp_p
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_a_meta_field_that_decides_how_to_read_the_run_is_named_when_damaged(good_run, tmp_path, capsys):
+    from tvis_tui.store import layout
+
+    run = _with_record(good_run, tmp_path / "run", layout.META, b"status", b"\xc1")
+    assert main(["export", str(run)]) == 2
+    assert _one_error_line(capsys).startswith(f"tvis: error: {run}: corrupt run (a malformed meta 'status': ")
+
+
+def test_a_damaged_key_is_named_with_its_run(data_run, tmp_path, capsys):
+    from tvis_tui.store import codec, samples
+
+    run = _with_record(data_run, tmp_path / "run", samples.BATCHES, b"\x00\x00\x00\x05", codec.pack(_BATCH))
+    assert main(["export", str(run)]) == 1
+    assert capsys.readouterr().err.startswith(f"tvis: warning: {run}: ")
+
+
 def test_a_schema_version_below_the_first_is_a_one_line_error(good_run, tmp_path, capsys):
     from tvis_tui.store import codec, layout
 
@@ -456,7 +472,7 @@ def test_a_schema_version_below_the_first_is_a_one_line_error(good_run, tmp_path
 
 @pytest.mark.parametrize("key, value", [
     (b"warnings", "abc"), (b"warnings", [1, 2]), (b"traceback", ["x"]), (b"failing_site", 5),
-    (b"script", None), (b"host", b"\xc1"),
+    (b"script", None), (b"host", b"\xc1"), (b"argv", b"\xc1"), (b"ended_at", b"\xc1"),
 ])
 def test_a_damaged_descriptive_meta_field_is_left_out_and_the_run_still_reads(good_run, tmp_path, capsys,
                                                                               key, value):

@@ -18,7 +18,8 @@ SHOWN_DAMAGE = 5
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("Exit status: 0 when the whole run was written; 1 when damaged data or line "
                      "records were left out (each is named in the export and on stderr); 2 when "
-                     "nothing was written.")
+                     "the run cannot be exported (a damaged call or step: with -o nothing is "
+                     "written, on stdout what came before it).")
     parser.add_argument("run", help="a run folder")
     parser.add_argument("--format", choices=("jsonl", "json"), default="jsonl",
                         help="JSON lines (one object per line) or one JSON document")

@@ -195,9 +195,9 @@ class RunReader:
             key = k.decode(errors="replace")
             try:
                 meta[key] = self.decode(v, what="meta")
-            except TvisError:
-                if key not in DESCRIPTIVE_META:
-                    raise
+            except TvisError as exc:
+                if key in META and key not in DESCRIPTIVE_META:  # one that decides how to read the run
+                    raise TvisError(str(exc).replace("a malformed meta record", f"a malformed meta {key!r}", 1)) from None
                 damaged.append(key)
         damaged += [key for key in DESCRIPTIVE_META & meta.keys() if not _META_CHECKS[key](meta[key])]
         try:
