@@ -84,8 +84,9 @@ def _set_to_none(s: Settings, e: Estimate) -> Settings | None:
 
 
 EIGHT_BIT = {"adam": "Adam8bit", "adamw": "AdamW8bit", "pagedadamw": "PagedAdamW8bit"}
-"""bitsandbytes' 8-bit form of each optimizer that has one and trains as it does (AdamW8bit
-for Adam would add weight decay)."""
+"""bitsandbytes' 8-bit form of each Adam-family optimizer, one that trains as it does
+(AdamW8bit for Adam would add weight decay). Adam's state is the largest: two values a
+parameter where the others keep one or none."""
 
 
 def _optimizer_key(s: Settings, e: Estimate) -> str:
