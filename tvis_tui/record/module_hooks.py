@@ -68,11 +68,11 @@ class ModuleHooks(HookBase):
         else:
             root, name = enclosing_root, self.names.name(enclosing_root, module)
         cls = type(module)
-        # A part of a model called with no module call open (a checkpointed block recomputed
-        # in backward, `D[0](x)`) is still inside it: named by it, as an enclosed call is.
-        root_name = None if root is module or not self.options.filters_modules \
-            else self.names.root_name(root)
-        if not self.options.module_recorded(name, cls.__name__, root_name):
+        # Asked only under --include/--exclude-modules: every module call passes here. A part
+        # of a model called with no module call open (a checkpointed block recomputed in
+        # backward, `D[0](x)`) is still inside it: filtered by its name, as an enclosed call is.
+        if self.options.filters_modules and not self.options.module_recorded(
+                name, cls.__name__, None if root is module else self.names.root_name(root)):
             self._unrecorded.calls.append((id(module), root, len(stack)))
             return
         self.modules_recorded = True

@@ -43,7 +43,7 @@ class CaptureOptions:
         """Whether calls of the module named `qualname` (of class `type_name`) are recorded;
         `root`: the name of the model it is part of (`G`, or its class `Net`), an ancestor too,
         so that naming a model takes all of it, as naming any other module does."""
-        if not self.filters_modules:  # the default; every module call asks
+        if not self.filters_modules:
             return True
         names = (*_ancestors(qualname), type_name)
         if root is not None:

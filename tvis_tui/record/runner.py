@@ -137,14 +137,17 @@ def record(target: Target, options: Options) -> int:
     undo_lost_exits = pass_on_lost_handler_exceptions()  # before tvis's own signals' hooks
     undo_terminations = end_on_termination()
 
+    def close() -> int:
+        """The run closed (its steps recorded), and the fatal-signal report with it."""
+        try:
+            return _close(recorder, outcome)
+        finally:
+            undo_fatal_signals()
+
     def hard_exit(status: int, frame: types.FrameType | None) -> None:  # in a thread of its own
         recorder.abandon(None)
         _exited_at_once(status, frame, outcome, recorder)
-        try:
-            steps = _close(recorder, outcome)
-        finally:
-            undo_fatal_signals()
-        _report(outcome, path, steps, recorder.warnings, recorder.writer)
+        _report(outcome, path, close(), recorder.warnings, recorder.writer)
     undo_hard_exit = close_run_first(hard_exit)
     try:
         recorder.install()
@@ -154,10 +157,7 @@ def record(target: Target, options: Options) -> int:
         undo_lost_exits()
         undo_hard_exit()
         if recorder.in_recording_process():
-            try:
-                steps = _close(recorder, outcome)
-            finally:
-                undo_fatal_signals()
+            steps = close()
         else:
             recorder.uninstall()  # its hooks, with nothing written
     if not recorder.in_recording_process():

@@ -253,7 +253,7 @@ def _device_stats(f: torch.Tensor, histogram: bool
         return _real_stats(f.cpu(), histogram)
     stats = TensorStats(numel=n, min=lo_, max=hi_, mean=mean_, std=std_, norm=math.sqrt(squares),
                         zeros=int(zeros))
-    hist = () if not histogram else (len(_hist_sample(f)),) if lo_ == hi_ else tuple(int(c) for c in read[6:])
+    hist = () if not histogram else (_hist_count(n),) if lo_ == hi_ else tuple(int(c) for c in read[6:])
     return stats, hist, lo_, hi_
 
 
@@ -307,9 +307,9 @@ def _histogram(a: np.ndarray, lo: float, hi: float) -> tuple[int, ...]:
     """Counts in HIST_BINS equal bins over [lo, hi] of finite values. Over HIST_SAMPLE
     values, an evenly strided sample is counted (no RNG): the counts then add up to the
     sample size."""
-    sample = _hist_sample(a)
     if lo == hi:  # one value: one bin, counting the sample as every other histogram does
-        return (len(sample),)
+        return (_hist_count(a.size),)
+    sample = _hist_sample(a)
     # float64, so that a float32 range past float32's maximum (hi - lo overflowing) still
     # bins; positions are >= 0 as every value is >= lo, and hi lands in the last bin.
     if math.isfinite(hi - lo):
@@ -323,10 +323,20 @@ def _histogram(a: np.ndarray, lo: float, hi: float) -> tuple[int, ...]:
     return tuple(np.bincount(position.astype(np.intp), minlength=HIST_BINS).tolist())
 
 
+def _hist_stride(n: int) -> int:
+    """The smallest stride that leaves at most HIST_SAMPLE of `n` values."""
+    return -(-n // HIST_SAMPLE)
+
+
+def _hist_count(n: int) -> int:
+    """How many of `n` values `_hist_sample` keeps."""
+    stride = _hist_stride(n)
+    return -(-n // stride) if stride > 1 else n
+
+
 def _hist_sample(values: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
-    """Every stride-th value of a 1-D array or tensor, the smallest stride that leaves at
-    most HIST_SAMPLE of them (no RNG)."""
-    stride = -(-len(values) // HIST_SAMPLE)
+    """Every stride-th value of a 1-D array or tensor (no RNG)."""
+    stride = _hist_stride(len(values))
     return values[::stride] if stride > 1 else values
 
 
