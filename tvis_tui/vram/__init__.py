@@ -3,7 +3,8 @@
 The static path reads the script with tree-sitter and follows it with a small abstract
 interpreter (interp.py, expr.py, api.py) over shape-only values (values.py); torch names
 are modelled in torchlib.py, functional.py, methods.py, layers.py and forward.py, which
-record what autograd would save on a tape (tape.py). memory.py replays backward over that
+record what autograd would save on a tape (tape.py); lightning.py follows a Lightning
+Trainer's fit() as the training loop. memory.py replays backward over that
 tape for the peak; estimate.py turns it into the breakdown, suggest.py re-estimates with
 changes applied, render.py prints. No module here imports torch except trace.py,
 tracker.py and oncpu.py, which `--trace` loads on demand.

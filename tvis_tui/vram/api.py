@@ -9,7 +9,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from tvis_tui.vram import builtins, forward, methods, ops, torchlib
+from tvis_tui.vram import builtins, forward, lightning, methods, ops, torchlib
 from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.interp import Interp, Scope
@@ -67,7 +67,7 @@ class Api:
     def is_module_base(self, value: Any) -> bool:
         if isinstance(value, UserClass):
             return value.is_module
-        return isinstance(value, Ref) and value.path.split(".")[-1] == "Module"
+        return isinstance(value, Ref) and value.path.split(".")[-1] in {"Module", *lightning.MODULE_BASES}
 
     # attributes -----------------------------------------------------------------------
     def getattr(self, obj: Any, name: str, node: Node) -> Any:

@@ -7,8 +7,10 @@ that train run once, other loops run up to a bound, and a step budget keeps it f
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from tree_sitter import Node
@@ -212,11 +214,7 @@ class Interp:
             self.facts.assume(f"loop at line {self.at(node)} runs an unknown number of times; "
                               "what it builds is not counted")
         limit = 1 if trains else MAX_LOOP
-        if trains:
-            self.training_loops += 1
-            self.facts.note_training_loop(node, scope, self)
-            self.loop_stack.append(next(self._loop_entries))
-        try:
+        with self.training_loop(node, scope) if trains else contextlib.nullcontext():
             for i, item in enumerate(items):
                 if i >= limit:
                     break
@@ -227,22 +225,27 @@ class Interp:
                     break
                 except Continue:
                     continue
-        finally:
-            if trains:
-                self.loop_stack.pop()
 
     def _s_while_statement(self, node: Node, scope: Scope) -> None:
         body = node.child_by_field_name("body")
         if contains_call(body, TRAINING_CALLS):
-            self.training_loops += 1
-            self.facts.note_training_loop(node, scope, self)
-            self.loop_stack.append(next(self._loop_entries))
-            try:
-                self.exec_block(body, scope)
-            except (Break, Continue):
-                pass
-            finally:
-                self.loop_stack.pop()
+            with self.training_loop(node, scope):
+                try:
+                    self.exec_block(body, scope)
+                except (Break, Continue):
+                    pass
+
+    @contextlib.contextmanager
+    def training_loop(self, node: Node, scope: Scope) -> Iterator[None]:
+        """One pass of a loop that trains (a `for`, a `while`, a library's `fit()`): the
+        optimizers that step inside it train together."""
+        self.training_loops += 1
+        self.facts.note_training_loop(node, scope, self)
+        self.loop_stack.append(next(self._loop_entries))
+        try:
+            yield
+        finally:
+            self.loop_stack.pop()
 
     def _s_with_statement(self, node: Node, scope: Scope) -> None:
         managers = []

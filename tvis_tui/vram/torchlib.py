@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 from tree_sitter import Node
 
-from tvis_tui.vram import known_models, layers
+from tvis_tui.vram import known_models, layers, lightning
 from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.values import (ITEMSIZE, UNKNOWN, Context, DType, Instance, Loader, Module,
@@ -48,6 +48,8 @@ def call(api: Any, path: str, args: list, kwargs: dict, node: Node) -> Any:
     """Dispatch a call to a library name by the last parts of its dotted path."""
     parts = path.split(".")
     at = api.at(node)
+    if parts[0] in lightning.PACKAGES:
+        return lightning.call(api, parts[-1], args, kwargs, at)
     for handler in (_modules, _training, _data, _python):
         value = handler(api, parts, args, kwargs, at)
         if value is not _NOT_MINE:
@@ -226,6 +228,8 @@ def module_method(api: Any, native: Native, args: list, kwargs: dict, node: Node
     if name == "zero_grad":
         api.facts.on_zero_grad(kwargs.get("set_to_none", True), api.at(node))
         return None
+    if name in lightning.MODULE_METHODS:
+        return lightning.module_method(api, module, name, args, api.at(node))
     if name in ("gradient_checkpointing_enable",):
         api.facts.checkpoint_line = api.at(node)
         return None
@@ -286,6 +290,8 @@ def _instance_method(api: Any, obj: Instance, name: str, args: list, kwargs: dic
         elif name in ("add_argument_group", "add_mutually_exclusive_group"):
             return obj
         return None
+    if kind == "trainer":
+        return lightning.trainer_method(api, obj, name, args, kwargs, node)
     if kind == "scaler":
         if name == "scale":
             return args[0] if args else UNKNOWN
