@@ -165,6 +165,25 @@ def test_calls_matching_by_name_or_type_any_case(tmp_path):
     assert list(r.calls_matching("fc", 3, 3)) == []
 
 
+def test_calls_matching_by_module_path_under_the_models_name(tmp_path):
+    """Two towers each with an `out` layer: `b.out` (as the optimizer names `b.out.weight`)
+    finds b's alone (sweep S: "no call matching 'b.out'")."""
+    with RunWriter(tmp_path / "run") as w:
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward", kind="function",
+                              name="train_step", type="function"))
+        for seq, (parent, name) in enumerate([(1, "a"), (2, "out"), (1, "b"), (4, "enc"),
+                                              (5, "enc.0"), (4, "out"), (1, "outer")], 2):
+            w.put_call(_call(seq, parent=parent, name=name))
+    r = RunReader(tmp_path / "run")
+    assert list(r.calls_matching("b.out", 1, 8)) == [7]
+    assert list(r.calls_matching("A.OUT", 1, 8)) == [3]
+    assert list(r.calls_matching("b.enc.0", 1, 8)) == [6]  # the outermost module names the model
+    assert list(r.calls_matching(".out", 1, 8)) == [3, 7]
+    assert list(r.calls_matching("b.enc", 1, 8, reverse=True)) == [6, 5]
+    assert list(r.calls_matching("train_step.outer", 1, 8)) == []  # a function is no model
+    assert list(r.calls_matching("out", 1, 8)) == [3, 7, 8]
+
+
 def test_a_closed_call_keeps_every_field_it_opened_with():
     import dataclasses
 

@@ -5,6 +5,7 @@ Keys are big-endian unsigned integers so that LMDB's byte order is numeric order
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -60,6 +61,16 @@ def _encodable(obj: Any) -> Any:
 def unpack(data: bytes) -> Any:
     # ext types come back as msgpack.ExtType objects: inert data, never code.
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def field_starting(field: str, prefixes: list[str]) -> re.Pattern[bytes]:
+    """A pattern found in a packed map (its bytes lowercased) whose string `field` may
+    start with one of `prefixes` (lowercase): a scan tests it before decoding a record.
+    It may find a map that does not (the bytes elsewhere), never misses one that does."""
+    key = msgpack.packb(field)
+    header = rb"(?:[\xa0-\xbf]|\xd9.|\xda..|\xdb....)"  # fixstr, str 8, str 16, str 32
+    starts = b"|".join(re.escape(text(prefix)) for prefix in prefixes)
+    return re.compile(re.escape(key) + header + b"(?:" + starts + b")", re.DOTALL)
 
 
 class BadKey(TvisError):

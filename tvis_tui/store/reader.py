@@ -321,16 +321,48 @@ class RunReader:
         return None
 
     def calls_matching(self, text: str, first: int, last: int, *, reverse: bool = False) -> Iterator[int]:
-        """Seqs of the calls first..last whose name or type contains `text` (any case),
-        in order or reversed. Records that cannot match are skipped without decoding."""
+        """Seqs of the calls first..last whose name or type contains `text` (any case), or
+        whose module path does: a layer's name under its model's (`b.out`, as the optimizer
+        names `b.out.weight`). In order or reversed. Records that cannot match are skipped
+        without decoding."""
         needle = text.lower()
+        # Where the needle spans the model's name and the layer's, what follows one of its
+        # dots begins the layer's name.
+        tails = [needle[i + 1:] for i, char in enumerate(needle) if char == "."]
         quick = needle.encode() if needle.isascii() else b""
+        layer = codec.field_starting("name", tails) if tails and quick else None
+        models: dict[int, str | None] = {}
         for key, value in self.scan(layout.CALLS, codec.u64(first), codec.u64(last + 1), reverse=reverse):
-            if quick and quick not in value.lower():
-                continue
+            if quick:
+                low = value.lower()
+                if quick not in low and (layer is None or not layer.search(low)):
+                    continue
             data = self.decode(value, as_map, "call", key)
-            if needle in str(data.get("name", "")).lower() or needle in str(data.get("type", "")).lower():
+            name = str(data.get("name", "")).lower()
+            if needle in name or needle in str(data.get("type", "")).lower():
                 yield codec.from_u64(key)
+            elif data.get("kind") == "module" and any(name.startswith(tail) for tail in tails):
+                model = self._model_name(data.get("parent", 0), models)
+                if model is not None and needle in f"{model.lower()}.{name}":
+                    yield codec.from_u64(key)
+
+    def _model_name(self, parent: int, known: dict[int, str | None]) -> str | None:
+        """The name of the model that module call `parent` is part of (its outermost
+        enclosing module call's); None where `parent` is no module call. `known` keeps
+        what was walked, so that a search reads each model's calls once."""
+        walked: list[tuple[int, str]] = []
+        seq = parent
+        while isinstance(seq, int) and seq > 0 and seq not in known:
+            data = self.get_record(layout.CALLS, codec.u64(seq), as_map, "call")
+            if data is None or data.get("kind") != "module":
+                known[seq] = None
+                break
+            walked.append((seq, str(data.get("name", ""))))
+            seq = data.get("parent", 0)
+        model = known.get(seq) or (walked[-1][1] if walked else None)
+        for seq, _ in walked:
+            known[seq] = model
+        return model
 
     def nonfinite_near(self, seq: int, *, forward: bool = True) -> int | None:
         """The first call after (or last before) `seq` whose outputs or their gradients
