@@ -66,10 +66,13 @@ def _slot_object(reader: RunReader, seq: int, slot: Any) -> dict[str, Any]:
 
 def _data_objects(reader: RunReader, on_damage: OnDamage) -> Iterator[tuple[str, dict[str, Any]]]:
     """Batches with their samples, tokenizer calls and predictions (bytes as base64)."""
-    for batch in samples.batches(reader, on_damage=on_damage):
-        yield "batch", samples.to_json(batch)
-        for sample in samples.samples(reader, batch["seq"], on_damage):
-            yield "sample", {"batch_seq": batch["seq"], **samples.to_json(sample)}
+    batches = {batch["seq"]: batch for batch in samples.batches(reader, on_damage=on_damage)}
+    # A damaged batch record is left out, not the samples filed under its call.
+    for seq in sorted(batches.keys() | set(samples.batches_with_samples(reader))):
+        if seq in batches:
+            yield "batch", samples.to_json(batches[seq])
+        for sample in samples.samples(reader, seq, on_damage):
+            yield "sample", {"batch_seq": seq, **samples.to_json(sample)}
     for call in samples.tokenizer_calls(reader, on_damage=on_damage):
         yield "tokens", samples.to_json(call)
     for prediction in samples.all_predictions(reader, on_damage):

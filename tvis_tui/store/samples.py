@@ -76,6 +76,19 @@ def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
     return reader.get_record(BATCHES, codec.u64(seq), _BATCH, "batch")
 
 
+def batches_with_samples(reader: RunReader) -> list[int]:
+    """The DataLoader calls that samples are stored for, in order: read from the keys
+    alone, so that a damaged batch record does not hide its samples."""
+    seqs: list[int] = []
+    after = 0
+    while True:
+        row = next(iter(reader.scan(SAMPLES, sample_key(after, 0))), None)
+        if row is None:
+            return seqs
+        seqs.append(codec.from_u64(row[0][:8]))
+        after = seqs[-1] + 1
+
+
 def samples(reader: RunReader, batch_seq: int, on_damage: OnDamage | None = None) -> list[dict[str, Any]]:
     """The samples of the batch drawn by DataLoader call `batch_seq`, in batch order."""
     rows = reader.scan(SAMPLES, sample_key(batch_seq, 0), sample_key(batch_seq + 1, 0))
