@@ -374,6 +374,29 @@ def test_a_run_killed_while_the_script_is_quiet_keeps_every_step_and_call_so_far
             (2, "module"), (2, "backward"), (2, "optimizer")]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_run_killed_in_its_first_half_second_keeps_the_steps_that_ended(tmp_path):
+    # Records were committed every 0.5 s: an OOM kill at step 3 of a fast script lost the
+    # whole run ("0 steps, 0 calls"). The first steps are committed as each ends.
+    script = write_script(tmp_path, """
+        import os, signal, time, torch
+        net = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for step in range(1, 4):
+            opt.zero_grad(); net(torch.ones(1, 2)).sum().backward(); opt.step()
+        time.sleep(0.2)  # the writer thread writes what it was handed
+        os.kill(os.getpid(), signal.SIGKILL)
+    """, "oom.py")
+    proc = tvis_cli("run", "--out", "runs", "--name", "k", str(script), cwd=tmp_path)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with RunReader(tmp_path / "runs" / "k") as run:
+        assert run_status(run.meta()) == "stopped"
+        assert [(s.step, s.complete) for s in run.steps()][:2] == [(1, True), (2, True)]
+        assert [(c.step, c.kind) for c in run.calls(1, 6)] == [
+            (1, "module"), (1, "backward"), (1, "optimizer"),
+            (2, "module"), (2, "backward"), (2, "optimizer")]
+
+
 @pytest.mark.parametrize("code, status, exit_status", [("True", "crashed", 1), ("256", "ok", 0), ("-1", "crashed", 255)])
 def test_sys_exit_codes_become_the_exit_status_python_would_give(tmp_path, code, status, exit_status):
     script = write_script(tmp_path, f"import sys\nsys.exit({code})\n")

@@ -61,6 +61,11 @@ from tvis_tui.store.records import PHASES, StepRecord
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.timing import put_timed_step
 
+COMMITTED_AS_THEY_END = 16
+"""Steps committed to the store as each ends. Records are otherwise committed every 0.5 s
+(or MiB): a crash in a run's first half second (an OOM at step 2, a SIGKILL) lost every
+step; one commit per step of a long run would wake the writer thread at each."""
+
 
 class StepTracker:
     def __init__(self, writer: WriterThread, memory: PeakMemory) -> None:
@@ -319,9 +324,11 @@ class StepTracker:
             loss=_step_loss(self._losses, self._closure_losses, unapplied), rule=rule,
             phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
         if self._gpu_events:
-            self._writer.defer(put_timed_step, record, self._gpu_events)
+            self._writer.defer(put_timed_step, record, self._gpu_events)  # committed as it is written
         else:
             self._writer.put_step(record)
+            if self.step <= COMMITTED_AS_THEY_END:
+                self._writer.flush()
 
     def run_meta(self) -> dict[str, Any]:
         """What goes into the run's meta at its end: tvis's total time on the training
