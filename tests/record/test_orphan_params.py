@@ -34,7 +34,7 @@ def _optimizer_calls(run):
 
 def test_a_head_left_out_of_the_optimizer_is_named_at_every_step(run_inprocess):
     from tvis_tui.store.parameters import parameter_history
-    from tvis_tui.widgets.inspector import note_cells, optimizer_rows
+    from tvis_tui.widgets.inspector import optimizer_rows
     from tvis_tui.widgets.status_line import status_text
 
     code, run = run_inprocess(SCRIPT.format(optimizer="opt = torch.optim.SGD(net.backbone.parameters(), lr=0.1)"))
@@ -43,7 +43,7 @@ def test_a_head_left_out_of_the_optimizer_is_named_at_every_step(run_inprocess):
     assert [(c.extra["not_stepped"], c.extra["not_stepped_count"]) for c in calls] == \
         [(["net.head.weight", "net.head.bias"], 2)] * 2
     assert "2 params in no optimizer" in status_text("run", calls[0], run.call_count(), None, "ok").plain
-    rows = [(r[0].plain, r[1].plain) for r in map(note_cells, optimizer_rows(calls[0]))]
+    rows = [(f"{r.role} {r.path}", r.repr) for r in optimizer_rows(calls[0])]
     assert rows[1:] == [("no optimizer net.head.weight", "has a gradient; no optimizer steps it"),
                         ("no optimizer net.head.bias", "has a gradient; no optimizer steps it")]
     history = parameter_history(run)

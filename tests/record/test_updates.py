@@ -170,12 +170,12 @@ def test_inspector_shows_the_ratio_beside_an_update(run_inprocess, tmp_path):
 
 
 def test_inspector_lists_learning_rates_and_parameters_without_gradient(run_inprocess, tmp_path):
-    from tvis_tui.widgets.inspector import note_cells, optimizer_rows
+    from tvis_tui.widgets.inspector import optimizer_rows
 
     code, run = run_inprocess("import torch\nDTYPE = torch.float32\n" + MODEL + SGD + STEPS, str(tmp_path / "m.pt"))
     assert code == 0
-    rows = [note_cells(s) for s in optimizer_rows(_steps(run)[0])]
-    assert [(r[0].plain, r[1].plain) for r in rows] == [
+    rows = optimizer_rows(_steps(run)[0])
+    assert [(f"{r.role} {r.path}", r.repr) for r in rows] == [
         # Each group's settings that do something beside its lr: SGD's momentum, not its zeros.
         ("lr group 0", "0.1  momentum 0.9"), ("lr group 1", "0.5  momentum 0.9"),
         ("no grad Net.frozen.weight", "requires_grad=False: not updated"),
@@ -495,7 +495,7 @@ torch.save(ratios, {str(expected)!r})
 
 def test_a_parameter_backward_did_not_reach_reads_apart_from_a_frozen_one(run_inprocess, tmp_path):
     # A head the forward skips by mistake, beside a layer frozen on purpose: the fixes differ.
-    from tvis_tui.widgets.inspector import note_cells, optimizer_rows
+    from tvis_tui.widgets.inspector import optimizer_rows
 
     source = """
 import torch
@@ -523,7 +523,7 @@ for step in range(2):
     step = _steps(run)[0]
     assert step.extra["no_grad_frozen"] == ["Net.frozen.weight", "Net.frozen.bias"]
     assert (step.extra["no_grad_count"], step.extra["no_grad_frozen_count"]) == (4, 2)
-    rows = [(r[0].plain, r[1].plain) for r in map(note_cells, optimizer_rows(step))]
+    rows = [(f"{r.role} {r.path}", r.repr) for r in optimizer_rows(step)]
     assert rows[1:] == [("no grad Net.aux.weight", "no gradient (unused by the loss, or zeroed before the step): not updated"),
                         ("no grad Net.aux.bias", "no gradient (unused by the loss, or zeroed before the step): not updated"),
                         ("no grad Net.frozen.weight", "requires_grad=False: not updated"),

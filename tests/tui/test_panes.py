@@ -621,6 +621,32 @@ async def test_a_long_plain_value_is_cut_in_the_table_and_shown_whole_on_enter(t
         assert f"kwargs['config'] is not a tensor: {config}" in _notices(pilot)
 
 
+async def test_an_optimizer_steps_settings_leave_its_gradients_figures_in_view(tmp_path):
+    """Sweep T: at 120 columns an optimizer call's rows showed name and shape only: the lr
+    row's settings (`0.1  momentum 0.9  nesterov ...`) sized the shape column."""
+    hyper = {"momentum": 0.9, "nesterov": True, "weight_decay": 0.0005, "dampening": 0.0}
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running")
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer",
+                              name="SGD", type="SGD", extra={"lrs": [0.1], "hyper": [hyper],
+                                                             "no_grad": ["Net.aux.weight"], "no_grad_frozen": []}))
+        w.put_slot(1, Slot("param_grad", 0, "Net.encoder.0.weight", shape=(24, 12), dtype="float32",
+                           device="cpu", stats=TensorStats(numel=288, min=-0.125, max=0.25, mean=0.0, std=0.05)))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 1, size=(120, 40)) as pilot:
+        inspector = pilot.app.screen.query_one(Inspector)
+        assert "[24, 12]    0/0" in inspector.render_line(1).text  # the shape column as wide as the shape
+        assert "-0.125" in inspector.render_line(1).text  # min in view
+        assert " 0.1  mome… " in inspector.render_line(2).text  # the lr, cut to the shapes' width
+        inspector.focus()
+        await press(pilot, "home", "down", "enter")
+        assert "lr group 0: 0.1  momentum 0.9  nesterov  weight_decay 0.0005" in _notices(pilot)
+        await press(pilot, "down", "enter")
+        assert ("no grad Net.aux.weight: no gradient (unused by the loss, or zeroed before the step): "
+                "not updated") in _notices(pilot)
+
+
 async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):
     async with opened(healthy_run, 3) as pilot:  # step 1: per-sample values not stored
         await press(pilot, "p")

@@ -31,13 +31,13 @@ def _is_integer(dtype: str | None) -> bool:
     return bool(dtype) and dtype.startswith(("int", "uint", "bool"))
 
 
+NOTE_WIDTH = 10
+"""An optimizer row's sentence is cut to its tensors' widest shape, or this: its lr reads
+(Enter shows the sentence whole)."""
 REPR_WIDTH = 24
 """A plain value's repr, in the shape column, is cut here: a long one (a config's repr, the
 slot cap's note) widened the column and pushed every figure of the tensors out of view.
 Enter on the row shows it whole."""
-REPR_WIDTH_NOTES = 200
-"""The rows an optimizer step adds (its learning rates, the parameters it did not update)
-are sentences, read in full."""
 
 
 def slot_cells(slot: Slot, repr_width: int = REPR_WIDTH) -> list[Text]:
@@ -65,11 +65,6 @@ def slot_cells(slot: Slot, repr_width: int = REPR_WIDTH) -> list[Text]:
         Text(slot.dtype or ""),
         Text(slot.device or ""),
     ]
-
-
-def note_cells(note: Slot) -> list[Text]:
-    """A row an optimizer step adds (`optimizer_rows`), its sentence whole."""
-    return slot_cells(note, REPR_WIDTH_NOTES)
 
 
 def _share(part: int, whole: int) -> str:
@@ -145,6 +140,7 @@ class Inspector(RowTable):
         super().__init__(id=id, fixed_columns=1)  # rows stay told apart when scrolled sideways
         self.seq = 0
         self.slots: list[Slot] = []
+        self.notes: list[Slot] = []  # an optimizer step's rows, under its slots
 
     def on_mount(self) -> None:
         self.add_columns(*HEADERS)
@@ -153,6 +149,7 @@ class Inspector(RowTable):
         """The call's stored slots, then (for an optimizer step) rows read from its extra;
         only the stored slots can open a values view."""
         self.seq, self.slots = seq, slots
+        self.notes = optimizer_rows(call) if call is not None else []
         self.border_title = inspector_title(call)
         # Stepping keeps the columns scrolled to in view (a gradient's std, step after
         # step); the widths change with the rows, so the column is kept, not the offset.
@@ -161,19 +158,24 @@ class Inspector(RowTable):
         # call's table padded out past a narrow pane.
         self.clear(columns=True)
         self.add_columns(*HEADERS)
-        notes = optimizer_rows(call) if call is not None else []
         for slot in slots:
             self.add_row(*slot_cells(slot))
-        for note in notes:  # sentences to read in full, where a stored value's repr is cut
-            self.add_row(*note_cells(note))
-        if not slots and not notes:
+        # An optimizer's rows never size the shape column: its settings (`0.1  momentum
+        # 0.9  nesterov`) widened it, and no gradient's figures were in view at 120 columns.
+        width = max([NOTE_WIDTH, *(len(shape(slot.shape)) for slot in slots if slot.is_tensor)])
+        for note in self.notes:
+            self.add_row(*slot_cells(note, width))
+        if not slots and not self.notes:
             self.add_row(Text("no inputs or outputs recorded", style="dim italic"), *[""] * (len(COLUMNS) - 1))
         if column:
             self.call_after_refresh(self.scroll_to_column, column)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        if event.cursor_row >= len(self.slots):
+        if event.cursor_row >= len(self.slots):  # an optimizer's row: its sentence whole
+            notes = self.notes[event.cursor_row - len(self.slots):][:1]
+            for note in notes:
+                self.notify(f"{note.role} {note.path}: {note.repr}", markup=False)
             return
         slot = self.slots[event.cursor_row]
         if slot.has_values:
