@@ -182,6 +182,9 @@ def test_a_target_or_option_that_cannot_run_is_one_line_and_leaves_no_run(tmp_pa
      "    def __getitem__(self, i):\n        return torch.ones(2) * {0: 1, 1: 2, 2: 3}[i]\n"
      "for batch in torch.utils.data.DataLoader(Data(), batch_size=2):\n    pass\n",
      "bad.py:6: KeyError: 3"),
+    # Python's "Did you mean" hints (sweep T: python 3.11's traceback module leaves them out).
+    ("optimizer = 1\nprint(optimiser)\n", "bad.py:2: NameError: name 'optimiser' is not defined"),
+    ("import math\nmath.sqr(2)\n", "bad.py:2: AttributeError: module 'math' has no attribute 'sqr'"),
     ("import torch, torch.nn.functional as F\ntry:\n    F.mse_loss(torch.ones(2, requires_grad=True), None)\n"
      "except Exception as exc:\n    raise RuntimeError('no loss') from exc\n",
      "bad.py:5: RuntimeError: no loss"),

@@ -4,6 +4,7 @@ closed or a pipe whose reader is gone, and the one line that names it."""
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import traceback
@@ -64,7 +65,19 @@ def shown_as_python_would(exc: BaseException) -> str:
         if isinstance(chained.__context__, StopRecording):  # tvis's own, at --steps: not the script's
             chained.__context__ = None
         pending += [chained.__cause__, chained.__context__, *getattr(chained, "exceptions", ())]
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return _displayed(exc)
+
+
+def _displayed(exc: BaseException) -> str:
+    """What the interpreter's own display of `exc` writes: python 3.11's traceback module
+    leaves out its "Did you mean: 'optimizer'?" hints."""
+    shown, stderr = io.StringIO(), sys.stderr
+    sys.stderr = shown
+    try:
+        sys.__excepthook__(type(exc), exc, exc.__traceback__)
+    finally:
+        sys.stderr = stderr
+    return shown.getvalue() or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def _user_traceback(tb: Any) -> Any:
