@@ -237,12 +237,31 @@ def grad_disabled(project: Project, fm: FileModel, node: Node, depth: int = 0) -
         if qual == "torch.set_grad_enabled" and call.args:
             if text(call.args[0]) in ("False", "True"):
                 return text(call.args[0]) == "False"
+    switched = _switched_before(fm, node)
+    if switched is not None:
+        return not switched
     function = fm.index.function_of(node)
     if function.kind != "function" or depth >= MAX_DEPTH:
         return False
     callers = project.invokers(FunctionRef(fm, function))
     return bool(callers) and all(grad_disabled(project, cfm, call.node, depth + 1)
                                  for cfm, call in callers)
+
+
+def _switched_before(fm: FileModel, node: Node) -> bool | None:
+    """The mode the last `torch.set_grad_enabled(True/False)` statement before `node` in
+    its own function (or at module level) left autograd in; None where none did."""
+    function = fm.index.function_of(node)
+    mode = None
+    for call in fm.index.calls_by_name.get("set_grad_enabled", []):
+        if call.node.start_byte >= node.start_byte:
+            break  # calls are in source order
+        if call.node.end_byte <= node.start_byte and call.node.parent is not None and call.node.parent.type == "expression_statement" and \
+                call.args and text(call.args[0]) in ("False", "True") and \
+                fm.index.function_of(call.node) is function and \
+                fm.symbols.qualname(call.func) == "torch.set_grad_enabled":
+            mode = text(call.args[0]) == "True"
+    return mode
 
 
 def step_events(project: Project, fm: FileModel) -> list[tuple[Call, Node | None]]:

@@ -45,7 +45,9 @@ class BackwardWithoutGrad(Rule):
         A closure defined in a no_grad function is not reported (it runs where it is
         called). A loss passed in as a parameter is not followed; calls are followed one level. `torch.enable_grad()` (or
         `set_grad_enabled(True)`) inside the disabled region turns gradients back on and
-        is respected.
+        is respected. `torch.set_grad_enabled(False)` written as a statement counts for
+        what follows it in its own function (or at module level), not in functions that
+        code calls.
     """
 
     id = "TV034"
