@@ -41,9 +41,9 @@ model(torch.randn(3, 4)).sum().backward()
     assert _out(run, first, "grad") is not None
 
 
-def test_inputs_are_what_the_caller_passed_when_a_pre_hook_replaces_them(run_inprocess):
+def test_inputs_are_what_the_caller_passed_and_what_forward_got_when_a_pre_hook_replaces_them(run_inprocess):
     # A pre-hook with kwargs replaces positional and keyword inputs alike; both are
-    # recorded as the caller passed them (the forward's own calls show what it got).
+    # recorded as the caller passed them, and as forward got them beside (sweep T).
     code, run = run_inprocess("""
 import torch
 from torch import nn
@@ -65,11 +65,34 @@ block(torch.zeros(2, 4), scale=2.0, bias=torch.zeros(2, 4)).sum().backward()
     assert code == 0
     (call,) = _calls(run, "Scaled")
     inputs = {s.path: s for s in run.slots(call.seq, "input")}
-    assert set(inputs) == {"args[0]", "kwargs['scale']", "kwargs['bias']"}
+    assert list(inputs) == ["args[0]", "kwargs['scale']", "kwargs['bias']", "args[0] after pre-hooks",
+                            "kwargs['scale'] after pre-hooks", "kwargs['bias'] after pre-hooks"]
     assert inputs["args[0]"].stats.max == 0.0 and inputs["kwargs['bias']"].stats.max == 0.0
     assert inputs["kwargs['scale']"].repr == "2.0"
+    assert inputs["args[0] after pre-hooks"].stats.min == 10.0
+    assert inputs["kwargs['bias'] after pre-hooks"].stats.min == 100.0
+    assert inputs["kwargs['scale'] after pre-hooks"].repr == "0.5"
     (inner,) = _calls(run, "lin")
     assert run.slots(inner.seq, "input")[0].stats.min == 10.0  # what forward got
+
+
+def test_a_layers_input_reshaped_by_its_own_pre_hook_reads_as_the_layer_got_it(run_inprocess):
+    """Sweep T: a Linear(6, 3) whose pre-hook flattens and casts its input read as given
+    [4, 2, 3] float64, a shape that layer cannot take; a pre-hook returning None adds nothing."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(6, 3), nn.Linear(3, 2))
+model[0].register_forward_pre_hook(lambda mod, args: (args[0].reshape(-1, 6).float(),))
+model[1].register_forward_pre_hook(lambda mod, args: None)
+model(torch.randn(4, 2, 3, dtype=torch.float64)).sum().backward()
+""", capture=NO_LINES)
+    assert code == 0
+    (first,), (second,) = _calls(run, "0"), _calls(run, "1")
+    assert [(s.path, s.shape, s.dtype) for s in run.slots(first.seq, "input")] == [
+        ("args[0]", (4, 2, 3), "float64"), ("args[0] after pre-hooks", (4, 6), "float32")]
+    assert [s.path for s in run.slots(second.seq, "input")] == ["args[0]"]
 
 
 def test_a_hook_registered_between_calls_and_a_recursive_call_are_closed_after_it(run_inprocess, capsys):

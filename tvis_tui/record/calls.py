@@ -76,6 +76,9 @@ class OpenCall:
     overhead_at_start: int = 0
     inputs: int = 0  # input slots written at open; keyword inputs are numbered after them
     kwargs_at_open: bool = False  # keyword inputs were among them (a pre-hook may replace them)
+    # The arguments as passed (positional, keyword), where the module has pre-hooks of its
+    # own: they run after tvis's (global) pre-hook and may replace them (module_hooks.py).
+    passed: tuple[tuple, dict | None] | None = None
     # A user function (record/functions.py): a step's phase times count the calls inside
     # it, not it, so a `train_step()` wrapping them does not hide the phases.
     transparent: bool = False

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.nn.modules.loss import _Loss
@@ -94,6 +94,8 @@ class ModuleHooks(HookBase):
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                              inputs=inputs, root=root, criterion=criterion, frame=running, extra=extra)
         call.kwargs_at_open = kwargs is not None
+        if module._forward_pre_hooks:
+            call.passed = (args, kwargs)
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()
         self._after_own_hooks.enter(module, call)
@@ -140,8 +142,13 @@ class ModuleHooks(HookBase):
             if unrecorded and unrecorded[-1][0] == id(module):
                 unrecorded.pop()
             return
+        start = call.inputs
         if kwargs and not call.kwargs_at_open:
-            self.log.put_slots(call.record.seq, "input", leaves(kwargs, "kwargs"), call.inputs)
+            passed = list(leaves(kwargs, "kwargs"))
+            self.log.put_slots(call.record.seq, "input", iter(passed), start)
+            start += len(passed)
+        if call.passed is not None:
+            self.log.put_slots(call.record.seq, "input", _after_own_pre_hooks(call.passed, args, kwargs), start)
         outputs = list(leaves(result, "out")) if error is None else []
         if _stops_recomputation(error):  # torch ending a checkpoint's recompute early
             self.log.close(call, ended, extra={"recompute_stopped": True})
@@ -162,6 +169,23 @@ class ModuleHooks(HookBase):
         self.warn(f"torch.compile was used on {label}: code it compiles runs without tvis's "
                   "hooks, so calls inside it are not recorded")
         return original(*args, **kwargs)
+
+
+AFTER_PRE_HOOKS = " after pre-hooks"
+"""Names the inputs a module's forward received where its own pre-hooks replaced them."""
+
+
+def _after_own_pre_hooks(passed: tuple[tuple, dict | None], args: tuple,
+                         kwargs: dict) -> Iterator[tuple[str, Any]]:
+    """What the module's forward received, where a pre-hook of its own replaced what the
+    caller passed (a reshape, a cast, a move to another device): the inputs recorded are
+    the caller's, and these beside them (sweep T: a Linear(6, 3) read as given [4, 2, 3]
+    float64, when its own hook had made it [4, 6] float32)."""
+    passed_args, passed_kwargs = passed
+    if args is not passed_args:
+        yield from ((path + AFTER_PRE_HOOKS, value) for path, value in leaves(args, "args"))
+    if passed_kwargs is not None and kwargs is not passed_kwargs:
+        yield from ((path + AFTER_PRE_HOOKS, value) for path, value in leaves(kwargs, "kwargs"))
 
 
 def _opaque_kind(module: torch.nn.Module) -> str | None:
