@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tvis_tui.record.options import CaptureOptions
 
@@ -87,12 +88,20 @@ model = nn.Sequential(nn.Linear(6, 3), nn.Linear(3, 2))
 model[0].register_forward_pre_hook(lambda mod, args: (args[0].reshape(-1, 6).float(),))
 model[1].register_forward_pre_hook(lambda mod, args: None)
 model(torch.randn(4, 2, 3, dtype=torch.float64)).sum().backward()
+# a global pre-hook of the script's own, as a whole-model adapter registers one
+handle = nn.modules.module.register_module_forward_pre_hook(
+    lambda mod, args: (args[0] - 0.5,) if mod is model[1] else None)
+model(torch.randn(4, 2, 3, dtype=torch.float64)).sum().backward()
+handle.remove()  # this test's process runs other scripts after it
 """, capture=NO_LINES)
     assert code == 0
-    (first,), (second,) = _calls(run, "0"), _calls(run, "1")
+    (first, _), (second, third) = _calls(run, "0"), _calls(run, "1")
     assert [(s.path, s.shape, s.dtype) for s in run.slots(first.seq, "input")] == [
         ("args[0]", (4, 2, 3), "float64"), ("args[0] after pre-hooks", (4, 6), "float32")]
     assert [s.path for s in run.slots(second.seq, "input")] == ["args[0]"]
+    passed, received = run.slots(third.seq, "input")
+    assert received.path == "args[0] after pre-hooks"
+    assert received.stats.mean == pytest.approx(passed.stats.mean - 0.5, abs=1e-6)
 
 
 def test_a_hook_registered_between_calls_and_a_recursive_call_are_closed_after_it(run_inprocess, capsys):

@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
+from torch.nn.modules import module as module_module
 from torch.nn.modules.loss import _Loss
 
 from tvis_tui.record import per_sample_loss
@@ -94,7 +95,7 @@ class ModuleHooks(HookBase):
                              call_site=self.sites.call_site(frame), def_site=self.sites.def_site(cls),
                              inputs=inputs, root=root, criterion=criterion, frame=running, extra=extra)
         call.kwargs_at_open = kwargs is not None
-        if module._forward_pre_hooks:
+        if module._forward_pre_hooks or len(module_module._global_forward_pre_hooks) > 1:  # the script's
             call.passed = (args, kwargs)
         if self.memory.follows_nodes() and torch.is_grad_enabled():
             call.node_low = ModuleBackwardTimes.low()
@@ -177,8 +178,8 @@ AFTER_PRE_HOOKS = " after pre-hooks"
 
 def _after_own_pre_hooks(passed: tuple[tuple, dict | None], args: tuple,
                          kwargs: dict) -> Iterator[tuple[str, Any]]:
-    """What the module's forward received, where a pre-hook of its own replaced what the
-    caller passed (a reshape, a cast, a move to another device): the inputs recorded are
+    """What the module's forward received, where a pre-hook of its own (or a global one of
+    the script's) replaced what the caller passed (a reshape, a cast, a move to another device): the inputs recorded are
     the caller's, and these beside them (sweep T: a Linear(6, 3) read as given [4, 2, 3]
     float64, when its own hook had made it [4, 6] float32)."""
     passed_args, passed_kwargs = passed
