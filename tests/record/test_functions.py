@@ -507,6 +507,37 @@ for i in range(3):
         assert len(chains) > 100 and all(c.duration_ns is not None or c.error for c in chains)
 
 
+def test_a_tracer_of_the_scripts_own_is_said_and_tracing_resumes_once_it_is_off(run_inprocess):
+    """Sweep T: a script that set its own sys.settrace, then cleared it, left tvis's tracer
+    off for good: no user function after, forwards filed under the step before, no warning."""
+    code, run = run_inprocess("""
+import sys, torch
+from torch import nn
+
+def helper(x):
+    return x.sum()
+
+lin = nn.Linear(4, 1)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+for i in range(4):
+    if i == 1:
+        sys.settrace(lambda frame, event, arg: None)
+    if i == 2:
+        sys.settrace(None)
+    loss = lin(torch.ones(3, 4)).mean() + 0 * helper(torch.ones(2))
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    named = {s.step: [c.name for c in run.calls(s.first_seq, s.last_seq) if c.depth == 0] for s in run.steps()}
+    assert named == {1: ["Linear", "helper", "backward", "SGD"], 2: ["Linear", "backward", "SGD"],
+                     3: ["Linear", "backward", "SGD"], 4: ["Linear", "helper", "backward", "SGD"]}
+    assert run.meta()["warnings"] == [
+        "step 2: the script set a trace function of its own (sys.settrace): while it is set, user "
+        "functions, per-line shapes and the loop head where --steps stops are not recorded",
+        "step 3: the script turned tracing off (sys.settrace(None)): user functions and per-line "
+        "shapes were not recorded for a while; tvis traces again from here"]
+
+
 def test_a_class_passed_to_a_user_function_reads_as_that_class(run_inprocess):
     code, run = run_inprocess("""
 import torch

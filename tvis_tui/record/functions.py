@@ -81,6 +81,7 @@ class FunctionTracer:
         self._previous: tuple[Any, Any] = (None, None)
         self._installer: int | None = None  # the installing thread's ident
         self.failed = False  # a callback failed since the last revive: tracing may have stopped
+        self._replaced_said = False  # a trace function of the script's own was warned about
         self.trace = self._on_call  # one bound method, so `sys.gettrace() is` it can be asked
         # The per-thread overhead counter of the call log (calls.py), and what one trace
         # callback for library code costs (measured at install).
@@ -160,6 +161,26 @@ class FunctionTracer:
     def resume(self, paused: Any) -> None:
         if paused is not None and self._live:
             sys.settrace(paused)
+
+    def check_tracing(self, tracing: Any) -> str | None:
+        """Asked by the optimizer step's hooks with this thread's trace function as the hook
+        found it: trace again where tracing stopped, and say what went unrecorded (None
+        where nothing did). A tracer of the script's own is never replaced: it is said once."""
+        if not self._live or tracing is self.trace or threading.get_ident() != self._installer:
+            return None
+        if tracing is None:
+            failed = self.failed
+            if not self.revive():
+                return None
+            return ("user functions were not recorded for a while: tracing stopped (a RecursionError "
+                    "at the recursion limit stops it)" if failed else
+                    "the script turned tracing off (sys.settrace(None)): user functions and per-line "
+                    "shapes were not recorded for a while; tvis traces again from here")
+        if self._replaced_said:
+            return None
+        self._replaced_said = True
+        return ("the script set a trace function of its own (sys.settrace): while it is set, user "
+                "functions, per-line shapes and the loop head where --steps stops are not recorded")
 
     def revive(self) -> bool:
         """After a callback failed: trace the installing thread again if its tracing

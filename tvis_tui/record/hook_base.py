@@ -50,7 +50,8 @@ def untraced(hook: Callable[..., Any], revives: bool = False) -> Callable[..., A
     While dynamo traces the hook (a compiled model), it does nothing: the compiled module's
     own call is recorded, the calls fused inside it are not. A hook that `revives` (the
     optimizer step's: never inside tvis's own work) starts tracing again where a failed
-    trace callback stopped it (functions.py)."""
+    trace callback or the script stopped it, and warns of a tracer of the script's own
+    (functions.py)."""
     @functools.wraps(hook)
     def paused(self: HookBase, *args: Any) -> Any:
         if torch.compiler.is_compiling():
@@ -58,9 +59,9 @@ def untraced(hook: Callable[..., Any], revives: bool = False) -> Callable[..., A
         tracing = sys.gettrace()
         if tracing is None or tracing is not self.functions.trace:
             result = hook(self, *args)
-            if revives and tracing is None and self.functions.failed and self.functions.revive():
-                self.warn(f"step {self.steps.step}: user functions were not recorded for a while: "
-                          "tracing stopped (a RecursionError at the recursion limit stops it)")
+            lost = self.functions.check_tracing(tracing) if revives else None
+            if lost is not None:
+                self.warn(f"step {self.steps.step}: {lost}")
             return result
         sys.settrace(None)
         try:
