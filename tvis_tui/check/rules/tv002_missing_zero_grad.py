@@ -36,7 +36,9 @@ class MissingZeroGrad(Rule):
             optimizer.step()
     Known limits:
         The reset may be anywhere in the stepping loop (top, bottom, or inside an
-        accumulation `if`). Loops that never step an optimizer (computing saliency maps)
+        accumulation `if`). A loop that steps two optimizers and zeroes one, with each
+        optimizer's own `zero_grad()`, is reported for the other. Loops that never step an
+        optimizer (computing saliency maps)
         are not reported. Frameworks that zero gradients for you (Lightning's
         `training_step`) are not reported.
     """
@@ -48,11 +50,22 @@ class MissingZeroGrad(Rule):
     fix = "call optimizer.zero_grad(set_to_none=True) once per optimizer step"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
+        partly: set[int] = set()  # loops reported for an optimizer left out of their resets
         for call in ctx.calls_named("backward", "manual_backward"):
-            if ctx.is_backward(call) and _unreset(ctx, call):
+            if not ctx.is_backward(call):
+                continue
+            if _unreset(ctx, call):
                 yield ctx.finding(call.node, "gradients accumulate across steps: no "
                                              "zero_grad() in the loop that runs "
                                              "optimizer.step()")
+                continue
+            loop = _stepping_loop(ctx, ctx.loops_around(call.node))
+            missed, zeroed = _unzeroed(ctx, loop.body) if loop is not None and id(loop) not in partly else ([], [])
+            if missed:
+                partly.add(id(loop))
+                yield ctx.finding(call.node, f"the loop steps {_names(missed)} but calls zero_grad() "
+                                             f"on {_names(zeroed)} only: the gradients "
+                                             f"{_names(missed)} applies accumulate across steps")
 
 
 def _unreset(ctx: Context, call: Call) -> bool:
@@ -83,13 +96,41 @@ def _outer(loop: Region) -> list[Region]:
     return found
 
 
+def _stepping_loop(ctx: Context, loops: list[Region]) -> Region | None:
+    """The innermost of `loops` that runs an optimizer step."""
+    return next((loop for loop in loops if loop.body is not None and ctx.runs_step(loop.body)), None)
+
+
 def _stepping_loop_unreset(ctx: Context, loops: list[Region]) -> bool:
     """The innermost of `loops` that runs an optimizer step must also reset gradients."""
-    for loop in loops:
-        body = loop.body
-        if body is not None and ctx.runs_step(body):
-            return not ctx.runs_grad_reset(body) and not _opaque_reset(ctx, body)
-    return False
+    loop = _stepping_loop(ctx, loops)
+    return loop is not None and not ctx.runs_grad_reset(loop.body) and not _opaque_reset(ctx, loop.body)
+
+
+def _unzeroed(ctx: Context, body: Node) -> tuple[list[str], list[str]]:
+    """Optimizers the loop steps that its resets leave out, where every reset is an
+    optimizer's own `zero_grad()` written in the loop (two optimizers, one zeroed: the
+    other's gradients accumulate, sweep T). [] where a reset could cover them: a model's
+    `zero_grad()`, `p.grad = None`, a function the loop calls that resets. Both lists are
+    the optimizers' names: (left out, zeroed)."""
+    zeroed = set()
+    for reset in ctx.grad_resets(body):
+        call = ctx.call_at(reset)
+        if call is None or call.method != "zero_grad" or not ctx.is_optimizer(call.receiver):
+            return [], []
+        zeroed.add(ctx.text(call.receiver))
+    calls = ctx.calls_in(body)
+    if not zeroed or _opaque_reset(ctx, body) or any(
+            ctx.project.callees(ctx.file, c) and ctx.runs_grad_reset(c.node) for c in calls):
+        return [], []
+    stepped = [c.receiver if ctx.is_optimizer(c.receiver) else (c.args[0] if c.args else None)
+               for c in calls if ctx.is_optimizer_step(c)]
+    missed = {ctx.text(opt) for opt in stepped if opt is not None and ctx.is_optimizer(opt)} - zeroed
+    return sorted(missed), sorted(zeroed)
+
+
+def _names(names: list[str]) -> str:
+    return " and ".join(f"`{name}`" for name in names)
 
 
 def _opaque_reset(ctx: Context, body: Node) -> bool:
