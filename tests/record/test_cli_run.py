@@ -397,6 +397,38 @@ def test_a_run_killed_in_its_first_half_second_keeps_the_steps_that_ended(tmp_pa
             (2, "module"), (2, "backward"), (2, "optimizer")]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_steps_timed_on_the_device_are_committed_as_they_end_too(tmp_path):
+    # On CUDA a step's record is written on the writer thread once its events are read
+    # (review: it was only buffered there, so a kill lost the steps a CPU run keeps).
+    script = write_script(tmp_path, f"""
+        import os, signal, time
+        from tvis_tui.record.sink import WriterThread
+        from tvis_tui.record.steps import StepTracker
+        from tvis_tui.store.writer import RunWriter
+
+        class Memory:  # what a step's end asks of peak memory
+            def end_step(self):
+                return 0, {{}}
+            def see_optimizers(self, *args):
+                pass
+
+        writer = RunWriter({str(tmp_path / "run")!r}, max_pending_seconds=60)
+        writer.put_meta(script="s.py", started_at="2026-12-07T10:00:00", status="running", pid=0)
+        steps = StepTracker(WriterThread(writer), Memory())
+        for seq in (1, 2):
+            steps.note_call(seq, "forward")
+            steps._gpu_events.append(("forward", None, None))  # events unread: CPU figures kept
+            steps.end("optimizer.step")
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """, "device.py")
+    proc = subprocess.run([sys.executable, str(script)], env=tvis_env(), capture_output=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with RunReader(tmp_path / "run") as run:
+        assert [(s.step, s.first_seq) for s in run.steps()] == [(1, 1), (2, 2)]
+
+
 @pytest.mark.parametrize("code, status, exit_status", [("True", "crashed", 1), ("256", "ok", 0), ("-1", "crashed", 255)])
 def test_sys_exit_codes_become_the_exit_status_python_would_give(tmp_path, code, status, exit_status):
     script = write_script(tmp_path, f"import sys\nsys.exit({code})\n")

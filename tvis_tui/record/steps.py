@@ -67,6 +67,11 @@ COMMITTED_AS_THEY_END = 16
 step; one commit per step of a long run would wake the writer thread at each."""
 
 
+def _commit(run_writer: Any) -> None:
+    """On the writer thread, after a step the device timed was written (sink.defer)."""
+    run_writer.flush()
+
+
 class StepTracker:
     def __init__(self, writer: WriterThread, memory: PeakMemory) -> None:
         self._writer = writer
@@ -324,11 +329,15 @@ class StepTracker:
             loss=_step_loss(self._losses, self._closure_losses, unapplied), rule=rule,
             phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
         if self._gpu_events:
-            self._writer.defer(put_timed_step, record, self._gpu_events)  # committed as it is written
+            self._writer.defer(put_timed_step, record, self._gpu_events)
         else:
             self._writer.put_step(record)
-            if self.step <= COMMITTED_AS_THEY_END:
-                self._writer.flush()
+        if self.step > COMMITTED_AS_THEY_END:
+            return
+        if self._gpu_events:
+            self._writer.defer(_commit)  # after the timed step, written on the writer thread
+        else:
+            self._writer.flush()
 
     def run_meta(self) -> dict[str, Any]:
         """What goes into the run's meta at its end: tvis's total time on the training
