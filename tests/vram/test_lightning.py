@@ -98,6 +98,8 @@ def test_the_trainers_mixed_precision_is_the_scripts_autocast(write):
     ('strategy="fsdp", devices=2, num_nodes=2', "data parallel fsdp (line 21)", PARAMS * 4 // 4),
     ('strategy="ddp", devices=8', "data parallel ddp (line 21)", PARAMS * 4),
     ("strategy=FSDPStrategy(), devices=[0, 1]", "data parallel fsdp (line 21)", PARAMS * 4 // 2),
+    ("devices=8", "data parallel ddp (line 21)", PARAMS * 4),  # Lightning's default for several
+    ('precision="64-true"', "parameters in float64 (line 21)", PARAMS * 8),
 ])
 def test_the_trainers_arguments_are_read(write, args, read, parameters):
     imports = "import pytorch_lightning as pl\n        from pytorch_lightning.strategies import FSDPStrategy"
@@ -124,6 +126,31 @@ def test_deepspeed_below_stage_3_is_counted_as_ddp_and_says_so(write):
 def test_every_form_of_configure_optimizers_gives_its_optimizer(write, configure):
     est = estimate(lightning(write, configure=configure))
     assert [opt.kind for opt in est.facts.trained_optimizers()] == ["AdamW"]
+    assert est.breakdown["optimizer_state"] == 2 * PARAMS * 4
+
+
+@pytest.mark.parametrize("hook", ["configure_model(self)", "setup(self, stage)"])
+def test_layers_built_in_configure_model_or_setup_are_the_models(write, hook):
+    """Review: built there, the model had no layers when configure_optimizers() ran, and
+    the estimate said "fits" for 0 parameters."""
+    est = estimate(write("late.py", f"""\
+        import torch, torch.nn as nn, torch.nn.functional as F
+        import lightning as L
+        from torch.utils.data import DataLoader, TensorDataset
+
+        class Lit(L.LightningModule):
+            def {hook}:
+                self.net = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10))
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                return F.cross_entropy(self.net(x), y)
+            def configure_optimizers(self):
+                return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+        ds = TensorDataset(torch.randn(4096, 512), torch.randint(0, 10, (4096,)))
+        L.Trainer().fit(Lit(), DataLoader(ds, batch_size=256))
+        """))
+    assert est.breakdown["parameters"] == PARAMS * 4
     assert est.breakdown["optimizer_state"] == 2 * PARAMS * 4
 
 

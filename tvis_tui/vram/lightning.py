@@ -26,7 +26,7 @@ MODULE_METHODS = {"optimizers", "manual_backward"}
 """What a LightningModule's training_step calls on itself that the reader follows."""
 
 _MIXED = {"16-mixed": "float16", "16": "float16", "bf16-mixed": "bfloat16", "bf16": "bfloat16"}
-_TRUE = {"16-true": "float16", "bf16-true": "bfloat16"}
+_TRUE = {"16-true": "float16", "bf16-true": "bfloat16", "64-true": "float64", "64": "float64"}
 _OPTIMIZERS_OF = "_lightning_optimizers"
 """The attribute of a model `fit` ran on that holds what its configure_optimizers() gave."""
 
@@ -35,9 +35,8 @@ def call(api: Any, name: str, args: list, kwargs: dict, at: int) -> Any:
     """A Lightning name called: a Trainer, or a strategy object (as the name it stands for)."""
     if name == "Trainer":
         return Instance(None, {"_kind": "trainer", "_kwargs": dict(kwargs), "_line": at})
-    if name == "DeepSpeedStrategy":
-        stage = kwargs.get("stage", args[0] if args else 2)
-        return f"deepspeed_stage_{stage}"
+    if name == "DeepSpeedStrategy":  # its first parameter is the accelerator, not the stage
+        return f"deepspeed_stage_{kwargs.get('stage', 2)}"
     return STRATEGIES.get(name, UNKNOWN)
 
 
@@ -64,10 +63,16 @@ def module_method(api: Any, module: Module, name: str, args: list, at: int) -> A
 def _fit(api: Any, trainer: dict, model: Module, data: Any, node: Node) -> None:
     facts, interp, tape = api.facts, api.interp, api.tape
     settings, at = trainer["_kwargs"], trainer["_line"]
+    # Lightning's order: setup("fit") (the datamodule's, then the model's),
+    # configure_model(), configure_optimizers(), then the train dataloader.
+    datamodule = data if isinstance(data, Instance) else None
+    for hooked in (datamodule, model):
+        _call(api, hooked, "setup", ["fit"])
+    _call(api, model, "configure_model")
     _configure(facts, settings, model, at)
     optimizers = _optimizers(_call(api, model, "configure_optimizers"))
     model.attrs[_OPTIMIZERS_OF] = optimizers
-    loader = _train_loader(api, model, data)
+    loader = data if isinstance(data, Loader) else _call(api, datamodule or model, "train_dataloader")
     batch = api.iterate(loader, node, True)[0] if isinstance(loader, Loader) else Unknown("batch")
     mixed = _MIXED.get(str(settings.get("precision", "32")))
     # What Lightning's loop holds through backward: the batch and the step's output.
@@ -97,7 +102,7 @@ def _optimize(api: Any, optimizers: list[Optimizer], at: int) -> None:
 
 
 def _configure(facts: Any, settings: dict, model: Module, at: int) -> None:
-    """What the Trainer's arguments say: precision, accumulation, strategy and world size."""
+    """What the Trainer's arguments say: precision, accumulation, strategy."""
     precision = str(settings.get("precision", "32"))
     if precision in ("16-mixed", "16"):
         facts.scaler_line = at
@@ -106,12 +111,21 @@ def _configure(facts: Any, settings: dict, model: Module, at: int) -> None:
     accumulate = settings.get("accumulate_grad_batches")
     if isinstance(accumulate, int) and accumulate > 1:
         facts.accumulation, facts.accumulation_line = accumulate, at
+    _strategy(facts, settings, at)
+
+
+def _strategy(facts: Any, settings: dict, at: int) -> None:
+    """How the Trainer spreads training: devices x num_nodes processes (FSDP's world
+    size), by its `strategy` (DDP where it is left to Lightning and there are several)."""
     devices, nodes = settings.get("devices"), settings.get("num_nodes", 1)
     if isinstance(devices, (list, tuple)):
         devices = len(devices)
-    if isinstance(devices, int) and isinstance(nodes, int) and devices * nodes > 1:
-        facts.named.setdefault("world_size", (devices * nodes, at))
-    strategy = settings.get("strategy")
+    world = devices * nodes if isinstance(devices, int) and isinstance(nodes, int) else 1
+    if world > 1:
+        facts.named.setdefault("world_size", (world, at))
+    strategy = settings.get("strategy", "auto")
+    if strategy == "auto" and world > 1:
+        strategy = "ddp"
     if not isinstance(strategy, str):
         return
     if strategy.startswith("deepspeed"):
@@ -141,13 +155,3 @@ def _optimizers(configured: Any) -> list[Optimizer]:
     if isinstance(configured, (list, tuple)):
         return [opt for item in configured for opt in _optimizers(item)]
     return []
-
-
-def _train_loader(api: Any, model: Module, data: Any) -> Any:
-    """The loader `fit` trains on: given as one, or a datamodule's (or the model's own)
-    `train_dataloader()` after its `setup("fit")`, as Lightning calls them."""
-    if isinstance(data, Loader):
-        return data
-    source = data if isinstance(data, Instance) else model
-    _call(api, source, "setup", ["fit"])
-    return _call(api, source, "train_dataloader")
