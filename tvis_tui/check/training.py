@@ -250,18 +250,27 @@ def grad_disabled(project: Project, fm: FileModel, node: Node, depth: int = 0) -
 
 def _switched_before(fm: FileModel, node: Node) -> bool | None:
     """The mode the last `torch.set_grad_enabled(True/False)` statement before `node` in
-    its own function (or at module level) left autograd in; None where none did."""
+    its own function (or at module level) left autograd in; None where none did, or where
+    the last one sits in a branch `node` is not in (an `if` arm, an early return): there
+    the mode depends on the path taken."""
     function = fm.index.function_of(node)
     mode = None
     for call in fm.index.calls_by_name.get("set_grad_enabled", []):
         if call.node.start_byte >= node.start_byte:
             break  # calls are in source order
-        if call.node.end_byte <= node.start_byte and call.node.parent is not None and call.node.parent.type == "expression_statement" and \
-                call.args and text(call.args[0]) in ("False", "True") and \
-                fm.index.function_of(call.node) is function and \
-                fm.symbols.qualname(call.func) == "torch.set_grad_enabled":
-            mode = text(call.args[0]) == "True"
+        if _switch_statement(fm, call) and call.node.end_byte <= node.start_byte and \
+                fm.index.function_of(call.node) is function:
+            block = call.node.parent.parent
+            around = block is not None and block.start_byte <= node.start_byte <= block.end_byte
+            mode = text(call.args[0]) == "True" if around else None
     return mode
+
+
+def _switch_statement(fm: FileModel, call: Call) -> bool:
+    """`torch.set_grad_enabled(True)` or `(False)` written as a statement of its own."""
+    return call.node.parent is not None and call.node.parent.type == "expression_statement" and \
+        bool(call.args) and text(call.args[0]) in ("False", "True") and \
+        fm.symbols.qualname(call.func) == "torch.set_grad_enabled"
 
 
 def step_events(project: Project, fm: FileModel) -> list[tuple[Call, Node | None]]:

@@ -46,8 +46,8 @@ class BackwardWithoutGrad(Rule):
         called). A loss passed in as a parameter is not followed; calls are followed one level. `torch.enable_grad()` (or
         `set_grad_enabled(True)`) inside the disabled region turns gradients back on and
         is respected. `torch.set_grad_enabled(False)` written as a statement counts for
-        what follows it in its own function (or at module level), not in functions that
-        code calls.
+        what follows it in its block (and in functions called only from there); one in an
+        `if` arm the backward is not in leaves the mode unknown, and nothing is reported.
     """
 
     id = "TV034"
