@@ -174,7 +174,12 @@ def test_calls_matching_by_module_path_under_the_models_name(tmp_path):
         for seq, (parent, name) in enumerate([(1, "a"), (2, "out"), (1, "b"), (4, "enc"),
                                               (5, "enc.0"), (4, "out"), (1, "outer")], 2):
             w.put_call(_call(seq, parent=parent, name=name))
+        # a layer that b's forward calls through a helper function of the script's (review)
+        w.put_call(CallRecord(seq=9, parent=4, depth=1, step=1, phase="forward", kind="function",
+                              name="block", type="function"))
+        w.put_call(_call(10, parent=9, name="head"))
     r = RunReader(tmp_path / "run")
+    assert list(r.calls_matching("b.head", 1, 10)) == [10]
     assert list(r.calls_matching("b.out", 1, 8)) == [7]
     assert list(r.calls_matching("A.OUT", 1, 8)) == [3]
     assert list(r.calls_matching("b.enc.0", 1, 8)) == [6]  # the outermost module names the model

@@ -347,20 +347,23 @@ class RunReader:
                     yield codec.from_u64(key)
 
     def _model_name(self, parent: int, known: dict[int, str | None]) -> str | None:
-        """The name of the model that module call `parent` is part of (its outermost
-        enclosing module call's); None where `parent` is no module call. `known` keeps
-        what was walked, so that a search reads each model's calls once."""
-        walked: list[tuple[int, str]] = []
+        """The name of the model that a module call made inside call `parent` is part of:
+        the outermost module call among `parent` and its callers, through the script's
+        functions (a forward that calls a helper that calls a layer); None where there is
+        none. `known` keeps what was walked, so that a search reads each call once."""
+        walked: list[tuple[int, str | None]] = []  # innermost first; a function names no model
         seq = parent
         while isinstance(seq, int) and seq > 0 and seq not in known:
             data = self.get_record(layout.CALLS, codec.u64(seq), as_map, "call")
-            if data is None or data.get("kind") != "module":
+            kind = data.get("kind") if data is not None else None
+            if kind not in ("module", "function"):
                 known[seq] = None
                 break
-            walked.append((seq, str(data.get("name", ""))))
+            walked.append((seq, str(data.get("name", "")) if kind == "module" else None))
             seq = data.get("parent", 0)
-        model = known.get(seq) or (walked[-1][1] if walked else None)
-        for seq, _ in walked:
+        model = known.get(seq)
+        for seq, name in reversed(walked):  # outermost first: the first module met names it
+            model = model or name
             known[seq] = model
         return model
 
