@@ -707,3 +707,24 @@ def test_a_batch_record_without_its_seq_takes_the_one_its_key_says(good_run, tmp
     assert main(["export", str(run)]) == 0
     batches = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"batch"' in line]
     assert [(b["seq"], b["size"]) for b in batches] == [(5, 2)]
+
+
+@pytest.mark.parametrize("key", [b"\x00" * 5 + b"\x01", b"\xff" * 12])
+def test_a_sample_key_of_a_damaged_run_costs_the_export_nothing_else(tmp_path, capsys, key):
+    """Review: samples exported by their keys' batch stopped the export at a short key
+    (exit 2), and a key at the largest call number raised a struct.error traceback."""
+    from tvis_tui.store import samples
+    from tvis_tui.store.records import CallRecord, StepRecord
+    from tvis_tui.store.writer import RunWriter
+
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running")
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="data", kind="data",
+                              name="DataLoader", type="DataLoader"))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1))
+        w.put_record(samples.SAMPLES, key, {"position": 0})
+        w.close(status="ok", steps_recorded=1)
+    assert main(["export", str(tmp_path / "run")]) in (0, 1)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert [json.loads(line)["record"] for line in captured.out.splitlines()][:3] == ["meta", "step", "call"]

@@ -33,6 +33,10 @@ def sample_key(batch_seq: int, position: int) -> bytes:
     return codec.u64(batch_seq) + codec.u32(position)
 
 
+_SAMPLE_KEY_SIZE = len(sample_key(0, 0))
+_LAST_SEQ = 2 ** 64 - 1
+
+
 # -- writing ---------------------------------------------------------------------------
 
 def put_batch(writer: RunWriter, record: dict[str, Any]) -> None:
@@ -78,20 +82,19 @@ def batch(reader: RunReader, seq: int) -> dict[str, Any] | None:
 
 def batches_with_samples(reader: RunReader) -> list[int]:
     """The DataLoader calls that samples are stored for, in order: read from the keys
-    alone, so that a damaged batch record does not hide its samples."""
+    alone, so that a damaged batch record does not hide its samples. A key of the wrong
+    size (a damaged run) names none."""
     seqs: list[int] = []
-    after = 0
-    while True:
-        row = next(iter(reader.scan(SAMPLES, sample_key(after, 0))), None)
-        if row is None:
-            return seqs
-        seqs.append(codec.from_u64(row[0][:8]))
-        after = seqs[-1] + 1
+    for key, _ in reader.scan(SAMPLES):
+        if len(key) == _SAMPLE_KEY_SIZE and (not seqs or codec.from_u64(key[:8]) != seqs[-1]):
+            seqs.append(codec.from_u64(key[:8]))
+    return seqs
 
 
 def samples(reader: RunReader, batch_seq: int, on_damage: OnDamage | None = None) -> list[dict[str, Any]]:
     """The samples of the batch drawn by DataLoader call `batch_seq`, in batch order."""
-    rows = reader.scan(SAMPLES, sample_key(batch_seq, 0), sample_key(batch_seq + 1, 0))
+    last = batch_seq >= _LAST_SEQ  # a damaged run's key: no key past it to stop at
+    rows = reader.scan(SAMPLES, sample_key(batch_seq, 0), None if last else sample_key(batch_seq + 1, 0))
     return list(decoded(rows, lambda k, v: reader.decode(v, _SAMPLE, "sample", k), on_damage))
 
 
