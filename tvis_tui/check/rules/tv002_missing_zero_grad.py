@@ -123,10 +123,22 @@ def _unzeroed(ctx: Context, body: Node) -> tuple[list[str], list[str]]:
     if not zeroed or _opaque_reset(ctx, body) or any(
             ctx.project.callees(ctx.file, c) and ctx.runs_grad_reset(c.node) for c in calls):
         return [], []
-    stepped = [c.receiver if ctx.is_optimizer(c.receiver) else (c.args[0] if c.args else None)
-               for c in calls if ctx.is_optimizer_step(c)]
-    missed = {ctx.text(opt) for opt in stepped if opt is not None and ctx.is_optimizer(opt)} - zeroed
+    steps = [c for c in calls if ctx.is_optimizer_step(c)]
+    if any(c.args and ctx.is_optimizer(c.receiver) for c in steps):
+        return [], []  # `lbfgs.step(closure)`: the closure may zero its gradients
+    stepped = {ctx.text(opt) for opt in (c.receiver if ctx.is_optimizer(c.receiver) else
+                                         (c.args[0] if c.args else None) for c in steps)
+               if opt is not None and ctx.is_optimizer(opt)}
+    # Names compared by their last part (`self.opt_g` and its alias `opt_g`); a zeroed one
+    # that names no stepped optimizer (`for o in opts: o.zero_grad()`) may be any of them.
+    if not {_last(name) for name in zeroed} <= {_last(name) for name in stepped}:
+        return [], []
+    missed = [name for name in stepped if _last(name) not in {_last(z) for z in zeroed}]
     return sorted(missed), sorted(zeroed)
+
+
+def _last(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
 
 
 def _names(names: list[str]) -> str:
