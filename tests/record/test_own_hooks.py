@@ -104,6 +104,24 @@ handle.remove()  # this test's process runs other scripts after it
     assert received.stats.mean == pytest.approx(passed.stats.mean - 0.5, abs=1e-6)
 
 
+def test_only_the_inputs_a_pre_hook_replaced_are_recorded_again(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+class Add(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+add = Add()
+add.register_forward_pre_hook(lambda mod, args: (args[0] * 2, args[1]))
+add(torch.ones(2, requires_grad=True), torch.ones(2)).sum().backward()
+""", capture=NO_LINES)
+    assert code == 0
+    (call,) = _calls(run, "Add")
+    assert [s.path for s in run.slots(call.seq, "input")] == ["args[0]", "args[1]", "args[0] after pre-hooks"]
+
+
 def test_a_hook_registered_between_calls_and_a_recursive_call_are_closed_after_it(run_inprocess, capsys):
     code, run = run_inprocess("""
 import copy

@@ -172,6 +172,7 @@ class ModuleHooks(HookBase):
         return original(*args, **kwargs)
 
 
+_NOTHING = object()
 AFTER_PRE_HOOKS = " after pre-hooks"
 """Names the inputs a module's forward received where its own pre-hooks replaced them."""
 
@@ -183,10 +184,13 @@ def _after_own_pre_hooks(passed: tuple[tuple, dict | None], args: tuple,
     the caller's, and these beside them (sweep T: a Linear(6, 3) read as given [4, 2, 3]
     float64, when its own hook had made it [4, 6] float32)."""
     passed_args, passed_kwargs = passed
-    if args is not passed_args:
-        yield from ((path + AFTER_PRE_HOOKS, value) for path, value in leaves(args, "args"))
-    if passed_kwargs is not None and kwargs is not passed_kwargs:
-        yield from ((path + AFTER_PRE_HOOKS, value) for path, value in leaves(kwargs, "kwargs"))
+    for given, received, root in ((passed_args, args, "args"), (passed_kwargs, kwargs, "kwargs")):
+        if given is None or received is given:
+            continue
+        before = dict(leaves(given, root))
+        # Only what a hook replaced: a tensor it passed on as it was is recorded once.
+        yield from ((path + AFTER_PRE_HOOKS, value) for path, value in leaves(received, root)
+                    if before.get(path, _NOTHING) is not value)
 
 
 def _opaque_kind(module: torch.nn.Module) -> str | None:

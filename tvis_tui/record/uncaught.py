@@ -70,7 +70,10 @@ def shown_as_python_would(exc: BaseException) -> str:
 
 def _displayed(exc: BaseException) -> str:
     """What the interpreter's own display of `exc` writes: python 3.11's traceback module
-    leaves out its "Did you mean: 'optimizer'?" hints."""
+    leaves out its "Did you mean: 'optimizer'?" hints (3.12's gives them, and the
+    interpreter's may colour its text there)."""
+    if sys.version_info >= (3, 12):
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     shown, stderr = io.StringIO(), sys.stderr
     sys.stderr = shown
     try:
