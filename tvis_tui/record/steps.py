@@ -61,10 +61,6 @@ from tvis_tui.store.records import PHASES, StepRecord
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.timing import put_timed_step
 
-COMMITTED_AS_THEY_END = 16
-"""Steps committed to the store as each ends. Records are otherwise committed every 0.5 s
-(or MiB): a crash in a run's first half second (an OOM at step 2, a SIGKILL) lost every
-step; one commit per step of a long run would wake the writer thread at each."""
 
 
 def _commit(run_writer: Any) -> None:
@@ -84,6 +80,7 @@ class StepTracker:
         self._last_step: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
         self._stepped: set[int] = set()
         self.step = 1
+        self._recording_started = self._committed_at = 0  # step 1's first call sets both (_commit_due)
         self.rules: set[str] = set()
         # tvis's time on this thread so far (CallLog.overhead_so_far sets it).
         self.overhead_clock: Callable[[], int] = lambda: 0
@@ -125,7 +122,7 @@ class StepTracker:
             if self._first is None:
                 self._first = seq
                 if self.step == 1:  # the first step starts at its first call, not at import
-                    self._started = time.perf_counter_ns()
+                    self._started = self._recording_started = self._committed_at = time.perf_counter_ns()
                     self._overhead_at_start = self.overhead_clock()
             self._last = max(self._last, seq)
         if len(self.optimizers) != self._optimizers_seen:  # count parameters from the start
@@ -332,12 +329,23 @@ class StepTracker:
             self._writer.defer(put_timed_step, record, self._gpu_events)
         else:
             self._writer.put_step(record)
-        if self.step > COMMITTED_AS_THEY_END:
+        if not self._commit_due(now):
             return
         if self._gpu_events:
             self._writer.defer(_commit)  # after the timed step, written on the writer thread
         else:
             self._writer.flush()
+
+    def _commit_due(self, now: int) -> bool:
+        """Whether to commit as this step ends: where what is not committed spans as long as
+        what is, since recording began. Records are otherwise committed every 0.5 s (or
+        MiB), and a crash in a run's first half second (an OOM at step 3) lost every step;
+        steps of equal length commit at steps 1, 2, 4, 8...: a killed run keeps at least
+        half the steps that ended, for a few commits (each wakes the writer thread)."""
+        if 2 * (now - self._committed_at) < now - self._recording_started:
+            return False
+        self._committed_at = now
+        return True
 
     def run_meta(self) -> dict[str, Any]:
         """What goes into the run's meta at its end: tvis's total time on the training
