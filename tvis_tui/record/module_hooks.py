@@ -180,9 +180,10 @@ AFTER_PRE_HOOKS = " after pre-hooks"
 def _after_own_pre_hooks(passed: tuple[tuple, dict | None], args: tuple,
                          kwargs: dict) -> Iterator[tuple[str, Any]]:
     """What the module's forward received, where a pre-hook of its own (or a global one of
-    the script's) replaced what the caller passed (a reshape, a cast, a move to another device): the inputs recorded are
-    the caller's, and these beside them (sweep T: a Linear(6, 3) read as given [4, 2, 3]
-    float64, when its own hook had made it [4, 6] float32)."""
+    the script's) replaced what the caller passed (a reshape, a cast, a move to another
+    device): the inputs recorded are the caller's, and these beside them (sweep T: a
+    Linear(6, 3) read as given [4, 2, 3] float64, when its own hook had made it [4, 6]
+    float32)."""
     passed_args, passed_kwargs = passed
     for given, received, root in ((passed_args, args, "args"), (passed_kwargs, kwargs, "kwargs")):
         if given is None or received is given:

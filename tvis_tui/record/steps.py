@@ -62,7 +62,6 @@ from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.timing import put_timed_step
 
 
-
 def _commit(run_writer: Any) -> None:
     """On the writer thread, after a step the device timed was written (sink.defer)."""
     run_writer.flush()

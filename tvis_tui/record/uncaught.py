@@ -72,15 +72,16 @@ def _displayed(exc: BaseException) -> str:
     """What the interpreter's own display of `exc` writes: python 3.11's traceback module
     leaves out its "Did you mean: 'optimizer'?" hints (3.12's gives them, and the
     interpreter's may colour its text there)."""
-    if sys.version_info >= (3, 12):
-        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    shown, stderr = io.StringIO(), sys.stderr
-    sys.stderr = shown
-    try:
-        sys.__excepthook__(type(exc), exc, exc.__traceback__)
-    finally:
-        sys.stderr = stderr
-    return shown.getvalue() or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if sys.version_info < (3, 12):
+        shown, stderr = io.StringIO(), sys.stderr
+        sys.stderr = shown
+        try:
+            sys.__excepthook__(type(exc), exc, exc.__traceback__)
+        finally:
+            sys.stderr = stderr
+        if shown.getvalue():
+            return shown.getvalue()
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def _user_traceback(tb: Any) -> Any:

@@ -85,10 +85,18 @@ def batches_with_samples(reader: RunReader) -> list[int]:
     alone, so that a damaged batch record does not hide its samples. A key of the wrong
     size (a damaged run) names none."""
     seqs: list[int] = []
-    for key, _ in reader.scan(SAMPLES):
-        if len(key) == _SAMPLE_KEY_SIZE and (not seqs or codec.from_u64(key[:8]) != seqs[-1]):
-            seqs.append(codec.from_u64(key[:8]))
-    return seqs
+    start = b""
+    while True:  # one read per batch: its first key, then past its last
+        key = next((key for key, _ in reader.scan(SAMPLES, start)), None)
+        if key is None:
+            return seqs
+        if len(key) != _SAMPLE_KEY_SIZE:
+            start = key + b"\x00"  # the next key after it
+            continue
+        seqs.append(codec.from_u64(key[:8]))
+        if seqs[-1] >= _LAST_SEQ:
+            return seqs
+        start = sample_key(seqs[-1] + 1, 0)
 
 
 def samples(reader: RunReader, batch_seq: int, on_damage: OnDamage | None = None) -> list[dict[str, Any]]:

@@ -173,8 +173,9 @@ class Inspector(RowTable):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.cursor_row >= len(self.slots):  # an optimizer's row: its sentence whole
-            notes = self.notes[event.cursor_row - len(self.slots):][:1]
-            for note in notes:
+            index = event.cursor_row - len(self.slots)
+            if index < len(self.notes):  # not the "no inputs or outputs" row
+                note = self.notes[index]
                 self.notify(f"{note.role} {note.path}: {note.repr}", markup=False)
             return
         slot = self.slots[event.cursor_row]

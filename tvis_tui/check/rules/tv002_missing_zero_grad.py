@@ -123,18 +123,22 @@ def _unzeroed(ctx: Context, body: Node) -> tuple[list[str], list[str]]:
     if not zeroed or _opaque_reset(ctx, body) or any(
             ctx.project.callees(ctx.file, c) and ctx.runs_grad_reset(c.node) for c in calls):
         return [], []
-    steps = [c for c in calls if ctx.is_optimizer_step(c)]
-    if any(c.args and ctx.is_optimizer(c.receiver) for c in steps):
+    if any(c.args and ctx.is_optimizer(c.receiver) for c in calls if ctx.is_optimizer_step(c)):
         return [], []  # `lbfgs.step(closure)`: the closure may zero its gradients
-    stepped = {ctx.text(opt) for opt in (c.receiver if ctx.is_optimizer(c.receiver) else
-                                         (c.args[0] if c.args else None) for c in steps)
-               if opt is not None and ctx.is_optimizer(opt)}
+    stepped = {ctx.text(opt) for opt in _stepped(ctx, body) if ctx.is_optimizer(opt)}
     # Names compared by their last part (`self.opt_g` and its alias `opt_g`); a zeroed one
     # that names no stepped optimizer (`for o in opts: o.zero_grad()`) may be any of them.
-    if not {_last(name) for name in zeroed} <= {_last(name) for name in stepped}:
+    zeroed_last = {_last(name) for name in zeroed}
+    if not zeroed_last <= {_last(name) for name in stepped}:
         return [], []
-    missed = [name for name in stepped if _last(name) not in {_last(z) for z in zeroed}]
-    return sorted(missed), sorted(zeroed)
+    return sorted(name for name in stepped if _last(name) not in zeroed_last), sorted(zeroed)
+
+
+def _stepped(ctx: Context, body: Node) -> list[Node]:
+    """What each optimizer step in `body` steps: `opt` of `opt.step()` and of
+    `scaler.step(opt)`."""
+    return [c.receiver if ctx.is_optimizer(c.receiver) or not c.args else c.args[0]
+            for c in ctx.calls_in(body) if ctx.is_optimizer_step(c)]
 
 
 def _last(name: str) -> str:
@@ -148,8 +152,7 @@ def _names(names: list[str]) -> str:
 def _opaque_reset(ctx: Context, body: Node) -> bool:
     """A call we cannot see into (another library, an untyped object) that is handed the
     optimizer or the model may well reset gradients: stay silent rather than guess."""
-    stepped = {ctx.text(c.args[0] if c.args else c.receiver)
-               for c in ctx.calls_in(body) if ctx.is_optimizer_step(c)}
+    stepped = {ctx.text(opt) for opt in _stepped(ctx, body)}
     for call in ctx.calls_in(body):
         if ctx.project.callees(ctx.file, call) or _torch_call(ctx, call) or \
                 ctx.is_optimizer_step(call):
