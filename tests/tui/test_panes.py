@@ -647,6 +647,24 @@ async def test_an_optimizer_steps_settings_leave_its_gradients_figures_in_view(t
                 "not updated") in _notices(pilot)
 
 
+async def test_an_optimizer_steps_long_parameter_names_keep_their_last_parts(tmp_path):
+    """The bundled CNN's Adam call at 120 columns showed names and shapes only: its
+    parameters' names, from the model down, filled the pane."""
+    name = "SmallCNN.blocks.0.conv1.weight"
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running")
+        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer",
+                              name="Adam", type="Adam", extra={"lrs": [0.001]}))
+        w.put_slot(1, Slot("param_grad", 0, name, shape=(16, 16, 3, 3), dtype="float32", device="cpu",
+                           stats=TensorStats(numel=2304, min=-0.5, max=0.5, mean=0.0, std=0.1),
+                           hist=tuple(range(16)), hist_lo=-0.5, hist_hi=0.5))
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1))
+        w.close(status="ok", steps_recorded=1)
+    async with opened(tmp_path / "run", 1, size=(120, 40)) as pilot:
+        row = pilot.app.screen.query_one(Inspector).render_line(1).text
+        assert row.startswith(" param_grad …blocks.0.conv1.weight ") and "0/0" in row, row
+
+
 async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):
     async with opened(healthy_run, 3) as pilot:  # step 1: per-sample values not stored
         await press(pilot, "p")

@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 
 from tvis_tui.store import RunReader
 from tvis_tui.store.parameters import ParamHistory, ParamPoint, parameter_history, totals
-from tvis_tui.widgets.format import number
+from tvis_tui.widgets.format import number, short_path
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sparkline import sparkline
 
@@ -129,7 +129,7 @@ class ParamsScreen(Screen[None]):
         # All parameters together: the gradient norm people log and clip.
         total = totals(history)
         rows = [("", Text("all parameters", style="bold", no_wrap=True), [total.get(step) for step in history.steps])]
-        rows += [(name, Text(short_name(name), no_wrap=True), [history.points[name].get(step) for step in history.steps])
+        rows += [(name, Text(short_path(name, NAME_WIDTH), no_wrap=True), [history.points[name].get(step) for step in history.steps])
                  for name in history.names]
         if history.unlisted:  # past the 64 listed of each optimizer: together, not dropped
             most = max(count for count, _ in history.unlisted.values())
@@ -176,16 +176,6 @@ class ParamsScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss()
-
-
-def short_name(name: str) -> str:
-    """`name` within NAME_WIDTH: its last parts, which tell the parameters of a layer apart,
-    after a `…`."""
-    if len(name) <= NAME_WIDTH:
-        return name
-    kept = name[-(NAME_WIDTH - 1):]
-    dot = kept.find(".")
-    return "…" + (kept[dot + 1:] if 0 <= dot < len(kept) - 1 else kept)
 
 
 def _cell(point: ParamPoint | None, value_of: Callable[[ParamPoint], float | None]) -> Text:

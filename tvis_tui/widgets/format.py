@@ -48,3 +48,13 @@ def shape(dims: tuple[int, ...] | None) -> str:
     if dims is None:
         return ""
     return "[" + ", ".join(str(d) if d >= 0 else "ragged" for d in dims) + "]"
+
+
+def short_path(name: str, width: int) -> str:
+    """`name` (`Model.blocks.0.conv1.weight`) within `width`: its last parts, which tell
+    the parameters of a layer apart, after a `…`."""
+    if len(name) <= width:
+        return name
+    kept = name[-(width - 1):]
+    dot = kept.find(".")
+    return "…" + (kept[dot + 1:] if 0 <= dot < len(kept) - 1 else kept)

@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 from tvis_tui.messages import ValuesRequested
 from tvis_tui.store import CallRecord, Slot
 from tvis_tui.text import cut
-from tvis_tui.widgets.format import number, shape
+from tvis_tui.widgets.format import number, shape, short_path
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sparkline import sparkline
 
@@ -31,6 +31,10 @@ def _is_integer(dtype: str | None) -> bool:
     return bool(dtype) and dtype.startswith(("int", "uint", "bool"))
 
 
+PATH_WIDTH = 24
+"""A slot's path in the name column, its last parts kept (`…blocks.0.conv1.weight`): an
+optimizer's parameters, named from their model, held the figures out of view at 120
+columns; the values view and Enter's notices name it whole."""
 NOTE_WIDTH = 10
 """An optimizer row's sentence is cut to its tensors' widest shape, or this: its lr reads
 (Enter shows the sentence whole)."""
@@ -42,7 +46,8 @@ Enter on the row shows it whole."""
 
 def slot_cells(slot: Slot, repr_width: int = REPR_WIDTH) -> list[Text]:
     """One table row: a tensor's summary, or a plain value's repr (cut at `repr_width`)."""
-    name = Text(slot.role if slot.path == slot.role else f"{slot.role} {slot.path}", no_wrap=True)
+    path = short_path(slot.path, PATH_WIDTH)
+    name = Text(slot.role if slot.path == slot.role else f"{slot.role} {path}", no_wrap=True)
     if not slot.is_tensor:
         value = Text(cut(slot.repr or "", repr_width), style="dim", no_wrap=True)
         return [name, value, *[Text("")] * (len(COLUMNS) - 2)]
