@@ -314,3 +314,128 @@ opt.step()
     assert phases == [("Linear", "forward"), ("FocalLoss", "loss"), ("F.cross_entropy", "loss"),
                       ("SGD", "optimizer")]
     assert run.steps()[0].phase_ns["loss"] > 0
+
+
+LOOP_HELPERS = """
+import torch
+from torch import nn
+
+def grad_norm(model):
+    return torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
+
+def log(step, loss):
+    return f"{step} {loss:.3f}"
+
+def square(t):
+    return t * t
+
+def micro_step(model, x, y):
+    loss = nn.functional.cross_entropy(model(x), y) / 2
+    loss.backward()
+
+def train_step(model, opt, x, y):
+    x = square(x)  # a helper before the model: the wrapper is still the forward
+    opt.zero_grad()
+    micro_step(model, x[:3], y[:3])
+    micro_step(model, x[3:], y[3:])  # after a backward(): a forward all the same
+    grad_norm(model)
+    opt.step()
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(6, 4), torch.randint(2, (6,))
+for step in range(2):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    grad_norm(model)
+    opt.step()
+    log(step, loss.item())
+for step in range(2):
+    train_step(model, opt, x, y)
+"""
+
+
+def test_a_helper_the_loop_calls_takes_the_phase_of_what_it_runs_or_follows(run_inprocess):
+    code, run = run_inprocess(LOOP_HELPERS)
+    assert code == 0
+    # A helper after backward() is in the backward phase, one after the step in the
+    # optimizer's: neither starts a forward span between them.
+    assert _top_level(run, 2) == [
+        ("forward", "Sequential"),
+        ("loss", "F.cross_entropy"),
+        ("backward", "backward"),
+        ("backward", "grad_norm"),
+        ("optimizer", "SGD"),
+        ("optimizer", "log"),
+    ]
+    spans = [(s.phase, s.last_seq - s.first_seq + 1) for s in run.phases(2)]
+    assert spans == [("forward", 4), ("loss", 1), ("backward", 2), ("optimizer", 2)]
+
+
+def test_a_wrapper_and_the_helpers_in_it_take_the_phase_of_the_first_call_inside(run_inprocess):
+    code, run = run_inprocess(LOOP_HELPERS)
+    assert code == 0
+    calls = [c for c in run.calls(1, run.call_count()) if c.step == 4 and c.kind == "function"]
+    assert [(c.phase, c.name) for c in calls] == [
+        ("forward", "train_step"),
+        ("forward", "square"),  # waited for the model call after it
+        ("forward", "micro_step"),
+        ("loss", "F.cross_entropy"),
+        ("forward", "micro_step"),  # its first call is the model's
+        ("loss", "F.cross_entropy"),
+        ("backward", "grad_norm"),
+    ]
+    assert all(c.duration_ns is not None for c in calls)
+    spans = run.phases(4)
+    assert spans[0].phase == "forward" and spans[0].first_seq == calls[0].seq
+    every = {seq for s in spans for seq in range(s.first_seq, s.last_seq + 1)}
+    assert every == {c.seq for c in run.calls(1, run.call_count()) if c.step == 4}
+
+
+def test_a_helper_that_fails_after_backward_is_listed_with_its_error(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+def check(model):
+    raise ValueError("gradient check failed")
+
+model = nn.Linear(4, 2)
+for i in range(2):
+    nn.functional.mse_loss(model(torch.randn(3, 4)), torch.zeros(3, 2)).backward()
+    if i == 1:
+        check(model)
+""")
+    assert code == 1
+    failed = run.calls(1, run.call_count())[-1]
+    assert (failed.name, failed.phase) == ("check", "backward")
+    assert "gradient check failed" in failed.error
+    assert run.phases(2)[-1].phase == "backward" and run.phases(2)[-1].last_seq == failed.seq
+
+
+def test_many_helpers_before_any_model_call_are_not_held_back(run_inprocess):
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+def clean(i):
+    return i * 2
+
+def prepare():
+    return [clean(i) for i in range(600)]
+
+def step(model, x):
+    prepare()
+    model(x).sum().backward()
+
+model = nn.Linear(4, 2)
+for i in range(2):
+    step(model, torch.randn(3, 4))
+""")
+    assert code == 0
+    calls = [c for c in run.calls(1, run.call_count()) if c.step == 2]
+    assert len(calls) > 600 and all(c.duration_ns is not None for c in calls)
+    listed = {seq for s in run.phases(2) for seq in range(s.first_seq, s.last_seq + 1)}
+    assert listed == {c.seq for c in calls}

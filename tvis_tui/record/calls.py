@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from tvis_tui.record.memory import PeakMemory
+from tvis_tui.record.placement import PhasePlacer
 from tvis_tui.record.slots import SlotMaker
 from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import CudaTimer, put_timed_call
@@ -96,18 +97,20 @@ class OpenCall:
     # The frame a call closed by a hook runs in (a module's Module._call_impl, an optimizer
     # step's wrapper): on the stack exactly as long as the call runs.
     frame: FrameType | None = None
+    # The phase it is listed in, where it is not the one it opened with (placement.py).
+    placed: str | None = None
 
 
 GRAPH_CUTS_LISTED = 8
 
 
-def cuts_graph(record: CallRecord, outputs: list[Slot]) -> bool:
+def cuts_graph(kind: str, phase: str, outputs: list[Slot]) -> bool:
     """Whether a forward's module or function call, run with autograd on and given an input
     that requires grad, returned floating-point tensors none of which does: `.detach()`,
     `.data`, a round trip through numpy or `torch.tensor(...)` cut the graph there, and
     nothing before the call gets a gradient through it (sweep O). An integer result
     (argmax) needs none; under `torch.no_grad()` no output does, by design."""
-    if record.kind not in ("module", "function") or record.phase != "forward" or not torch.is_grad_enabled():
+    if kind not in ("module", "function") or phase != "forward" or not torch.is_grad_enabled():
         return False
     floating = [s for s in outputs if s.dtype is not None and s.dtype.startswith(("float", "bfloat", "complex"))]
     return bool(floating) and not any(s.requires_grad for s in floating)
@@ -150,6 +153,7 @@ class _ThreadState(threading.local):
         self.hook_started_ns = 0
         self.hook_depth = 0
         self.collecting = False  # a garbage collection is running (timing.py counts it whole)
+        self.placer: PhasePlacer | None = None
 
 
 class CallLog:
@@ -172,6 +176,13 @@ class CallLog:
     @property
     def stack(self) -> list[OpenCall]:
         return self._thread.stack
+
+    @property
+    def _placer(self) -> PhasePlacer:
+        state = self._thread
+        if state.placer is None:
+            state.placer = PhasePlacer(self.writer, self._write_closed)
+        return state.placer
 
     def begin_hook(self) -> int:
         """Mark the start of tvis's own work in a hook; pair with `end_hook`."""
@@ -222,7 +233,8 @@ class CallLog:
             call.step_call = outer if outer.record.kind == "optimizer" else outer.step_call
         # On the stack before anything is written: a Ctrl-C from here on still finds it.
         stack.append(call)
-        self.writer.put_call(record)
+        # A user function the loop calls itself takes its phase from what it runs.
+        self._placer.opened(call, placed=not (transparent and call.top and phase == "forward"))
         self.steps.note_call(seq, phase)
         on_cuda = [False]
         inputs = self.timer.watch(self.memory.watch(inputs, phase, backward=kind == "backward"), on_cuda)
@@ -278,6 +290,7 @@ class CallLog:
               *, role: str = "output", error: BaseException | None = None,
               extra: dict[str, Any] | None = None) -> CallRecord:
         gpu_end = self.timer.mark() if call.gpu_start is not None else None
+        gpu = (call.gpu_start, gpu_end) if gpu_end is not None else None
         overhead = self._thread.overhead_ns - call.overhead_at_start
         duration = max(ended_ns - call.started_ns - overhead, 0)
         outputs = self.memory.watch(outputs, call.record.phase, activation=role == "output")
@@ -287,16 +300,16 @@ class CallLog:
         self.writer.put_slots(call.record.seq, slots)
         if error is not None:
             extra = _with_error_text(error, extra)
-        elif role == "output" and call.grad_inputs and cuts_graph(call.record, [slot for slot, _ in slots]):
+        elif role == "output" and call.grad_inputs and cuts_graph(
+                call.record.kind, self._placer.phase_now(call), [slot for slot, _ in slots]):
             extra = {**(extra or {}), "graph_cut": True}
             # Listed in the step, so the parameters that got no gradient point there.
             self.steps.list_extra("graph_cuts", [call.record.seq, call.record.name], GRAPH_CUTS_LISTED)
         record = call.record.closed(duration, nonfinite, _describe(error) if error is not None else None,
                                     {**call.record.extra, **extra} if extra else call.record.extra)
-        if gpu_end is not None:
-            self.writer.defer(put_timed_call, record, call.gpu_start, gpu_end)
-        else:
-            self.writer.put_call(record, first=False)
+        written = self._placer.closed(call, record, gpu)
+        if written is not None:
+            self._write_closed(written, gpu)
         if error is not None and error is not self._failing_exc:
             # Hooks see an exception innermost first: the first to see it is where it began.
             self._failing_exc, self.failing_seq = error, record.seq
@@ -306,6 +319,12 @@ class CallLog:
         if stack and stack[-1] is call:  # written first, so an interrupt loses nothing
             stack.pop()
         return record
+
+    def _write_closed(self, record: CallRecord, gpu: tuple[Any, Any] | None) -> None:
+        if gpu is not None:
+            self.writer.defer(put_timed_call, record, *gpu)
+        else:
+            self.writer.put_call(record, first=False)
 
     def _add_phase_time(self, call: OpenCall, duration: int, overhead: int, gpu_end: Any) -> None:
         """A phase-timed call's time, less that of the calls timed inside it (an optimizer

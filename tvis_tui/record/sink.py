@@ -122,6 +122,9 @@ class WriterThread:
     def put_call(self, *args: Any, **kwargs: Any) -> None:
         self._apply(self._writer.put_call, *args, **kwargs)
 
+    def place(self, step: int, phase: str, first_seq: int, last_seq: int) -> None:
+        self._apply(self._writer.place, step, phase, first_seq, last_seq)
+
     def put_slots(self, seq: int, slots: list) -> None:
         self._apply(self._writer.put_slots, seq, slots)
 

@@ -186,9 +186,10 @@ class RunWriter:
     def put_source(self, path: str, text: str) -> None:
         self.put(layout.SOURCES, codec.u32(self.file_id(path)), codec.text(text))
 
-    def put_call(self, call: CallRecord, *, first: bool = True) -> None:
+    def put_call(self, call: CallRecord, *, first: bool = True, spanned: bool = True) -> None:
         """Write a call. Write it when it starts (`first=True`, in seq order) and again
-        with `first=False` when it returns, so an unfinished call is on disk too."""
+        with `first=False` when it returns, so an unfinished call is on disk too. A call
+        whose phase is not known yet is written `spanned=False`, and `place`d later."""
         with self._lock:
             wire = call.to_wire()
             # Sites travel as [file id, line]: a path repeated in every call would
@@ -203,7 +204,8 @@ class RunWriter:
                 if call.call_site is not None:
                     fid = self.file_id(call.call_site.file)
                     self.put(layout.SITES, codec.site_key(fid, call.call_site.line, call.seq), b"")
-                self._extend_span(call)
+                if spanned:
+                    self.place(call.step, call.phase, call.seq, call.seq)
             if call.nonfinite_output:
                 self.put(layout.NONFINITE, codec.u64(call.seq), b"")
 
@@ -211,16 +213,20 @@ class RunWriter:
         """Mark call `seq`, whose outputs were finite, as one whose output gradients are not."""
         self.put(layout.NONFINITE, codec.u64(seq), layout.NONFINITE_GRAD)
 
-    def _extend_span(self, call: CallRecord) -> None:
-        span = self._span
-        if span is not None and span.step == call.step and span.phase == call.phase:
-            span = PhaseSpan(span.step, span.ordinal, span.phase, span.first_seq, call.seq)
-        else:
-            ordinal = self._span_ordinal.get(call.step, 0)
-            self._span_ordinal[call.step] = ordinal + 1
-            span = PhaseSpan(call.step, ordinal, call.phase, call.seq, call.seq)
-        self._span = span
-        self.put_record(layout.PHASES, codec.phase_key(span.step, span.ordinal), span.to_wire())
+    def place(self, step: int, phase: str, first_seq: int, last_seq: int) -> None:
+        """List calls `first_seq`..`last_seq` of `step`, which follow every call listed so
+        far, in a span of `phase`: the last span, extended, where it is of that step and
+        phase."""
+        with self._lock:
+            span = self._span
+            if span is not None and span.step == step and span.phase == phase:
+                span = PhaseSpan(span.step, span.ordinal, span.phase, span.first_seq, last_seq)
+            else:
+                ordinal = self._span_ordinal.get(step, 0)
+                self._span_ordinal[step] = ordinal + 1
+                span = PhaseSpan(step, ordinal, phase, first_seq, last_seq)
+            self._span = span
+            self.put_record(layout.PHASES, codec.phase_key(span.step, span.ordinal), span.to_wire())
 
     def put_slot(self, seq: int, slot: Slot, values: bytes | None = None) -> None:
         """Attach a slot to call `seq`; `values` are the raw array bytes when captured."""
