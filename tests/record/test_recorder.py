@@ -1085,6 +1085,39 @@ for i in range(2):
                                     (0, "Net"), (1, "fc"), (0, "MSELoss"), (0, "module.0")]
 
 
+def test_parts_of_a_model_the_loop_calls_itself_are_named_by_their_path_in_it(run_inprocess):
+    """`b.body(x)` and `b.out(h)` with `b` never called: they read `Linear` and
+    `Linear#2`, and so did their parameters in the optimizer's view. A class of the
+    script's own keeps its name; the script's own variable for a part is its name."""
+    code, run = run_inprocess(HEADER + """
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.out, self.norm = nn.Linear(4, 8), nn.Linear(8, 2), Norm()
+
+class Norm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(2))
+    def forward(self, x):
+        return x * self.scale
+
+b = Block()
+head = nn.Linear(2, 1)
+b.head = head
+opt = torch.optim.SGD(b.parameters(), lr=0.1)
+for i in range(2):
+    loss = head(b.norm(b.out(b.body(torch.randn(5, 4))))).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    assert [c.name for c in _calls(run) if c.kind == "module" and c.step == 2] == [
+        "b.body", "b.out", "Norm", "head"]
+    step = next(c for c in _calls(run) if c.kind == "optimizer" and c.step == 2)
+    assert [s.path for s in run.slots(step.seq, "param_grad")] == [
+        "b.body.weight", "b.body.bias", "b.out.weight", "b.out.bias", "Norm.scale", "head.weight", "head.bias"]
+
+
 def test_a_call_open_when_the_step_limit_stops_the_script_is_unfinished_not_failed(run_inprocess, capsys):
     code, run = run_inprocess(HEADER + """
 class Trainer(nn.Module):

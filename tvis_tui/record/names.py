@@ -220,7 +220,7 @@ def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
     local = bool(caller.f_code.co_flags & inspect.CO_OPTIMIZED) and name in caller.f_code.co_varnames
     if named is not None and not local:
         return named
-    return _member_name(root, scope) or named
+    return _member_name(root, scope) or named or _part_name(root, scope, None if local else name)
 
 
 def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
@@ -233,6 +233,24 @@ def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
             key = next((k for k, member in members.items() if member is root), None)
             if key is not None:
                 return f"{name}.{key}"
+    return None
+
+
+def _part_name(root: torch.nn.Module, scope: dict[str, Any], variable: str | None) -> str | None:
+    """`b.out` for a part of a model the script holds, called by itself (`b.out(h)`, or a
+    LightningModule's `self.model(x)`: `model`), where its class is one of torch.nn's own
+    (`Linear#2` says nothing of which part it is); a class of the script's names it
+    well. The script's own `variable` for the part, where it has one (`head = nn.Linear(..)`
+    put in `model` too), names it better. Not through the attribute a wrapper holds the
+    whole model in."""
+    if not type(root).__module__.startswith("torch.nn."):
+        return None
+    for name, value in scope.items():
+        if value is root or not issubclass(type(value), torch.nn.Module):
+            continue
+        path = next((n for n, m in value.named_modules(remove_duplicate=False) if m is root), None)
+        if path and not _WRAPPED.intersection(path.split(".")):
+            return variable or (path if name == "self" else f"{name}.{path}")
     return None
 
 
