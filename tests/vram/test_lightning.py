@@ -233,3 +233,32 @@ def test_a_trainer_from_another_library_is_not_lightnings(write):
         Trainer(model=model).fit(model)
         """))
     assert est.facts.model is None
+
+
+def test_a_training_step_that_calls_its_parts_trains_the_whole_module(write):
+    """`self.conv(x)` first: the estimate named the conv the model and listed the head
+    as "parameters outside the model"; a frozen part no optimizer steps was not counted."""
+    est = estimate(write("parts.py", """\
+        import torch, torch.nn as nn, torch.nn.functional as F
+        import lightning as L
+        from torch.utils.data import DataLoader, TensorDataset
+
+        class Lit(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(64, 64).requires_grad_(False)
+                self.conv = nn.Conv2d(3, 16, 3)
+                self.head = nn.Linear(16 * 30 * 30, 10)
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                return F.cross_entropy(self.head(self.conv(x).flatten(1)), y)
+            def configure_optimizers(self):
+                return torch.optim.SGD([*self.conv.parameters(), *self.head.parameters()], lr=0.1)
+
+        ds = TensorDataset(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+        L.Trainer().fit(Lit(), DataLoader(ds, batch_size=16))
+        """))
+    stem, conv, head = 64 * 64 + 64, 3 * 16 * 9 + 16, 16 * 30 * 30 * 10 + 10
+    assert est.read[0] == f"model Lit: {stem + conv + head:,} parameters (line 18)"
+    assert not any("outside the model" in line for line in est.read)
+    assert est.breakdown["parameters"] == (stem + conv + head) * 4

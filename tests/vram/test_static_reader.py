@@ -458,3 +458,29 @@ def test_a_tensor_named_like_a_size_is_not_replaced_by_the_command_lines_size(wr
         """)
     est = estimate(path, Settings(seq_len=64))
     assert est.confidence == "high" and est.facts.inputs[0].shape == (8, 64)
+
+
+@pytest.mark.parametrize("frozen", [
+    "with torch.no_grad():\n        f = encoder(x)",
+    "with torch.inference_mode():\n        f = encoder(x)",
+])
+def test_a_frozen_model_the_loop_calls_is_resident_but_gets_no_gradients(write, frozen):
+    """A frozen encoder that no optimizer steps was left out: its parameters were not
+    counted at all ("parameters 0.00 GiB" for a 21M-parameter encoder)."""
+    est = estimate(write("frozen.py", f"""\
+import torch, torch.nn as nn, torch.nn.functional as F
+encoder = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096))
+head = nn.Linear(4096, 10)
+opt = torch.optim.AdamW(head.parameters(), lr=1e-3)
+for step in range(100):
+    x, y = torch.randn(64, 1024), torch.randint(0, 10, (64,))
+    {frozen}
+    loss = F.cross_entropy(head(f), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""))
+    encoder = 1024 * 4096 + 4096 + 4096 * 4096 + 4096
+    head = 4096 * 10 + 10
+    assert est.breakdown["parameters"] == (encoder + head) * 4
+    assert est.breakdown["gradients"] <= head * 4
+    assert est.breakdown["optimizer_state"] == 2 * head * 4
+    assert f"parameters not trained, of Sequential (line 2): {encoder:,}" in est.read

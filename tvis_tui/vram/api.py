@@ -148,7 +148,7 @@ class Api:
             return self.call(module, args, kwargs, None) if module is not None else UNKNOWN
         top = self.module_depth == 0
         if top:
-            args = self.facts.on_forward(module, args, line_no)
+            args = self.facts.on_forward(module, args, line_no, self.interp.loop_stack)
         self.module_depth += 1
         try:
             if self.facts.should_checkpoint(module):

@@ -132,6 +132,21 @@ def _params(facts: Facts, settings: Settings) -> list[Param]:
     return list(found.values())
 
 
+def _untrained(facts: Facts, settings: Settings, params: list[Param]) -> list[Param]:
+    """Parameters (and buffers) of the models the training loop calls that neither the
+    model nor an optimizer holds: a frozen encoder run under no_grad, a DQN's target
+    network. Resident through the step; never given a gradient."""
+    if settings.params is not None:
+        return []
+    seen = {id(p) for p in params}
+    found: dict[int, Param] = {}
+    for module in facts.called_models():
+        for p in module.params():
+            if id(p) not in seen:
+                found.setdefault(id(p), p)
+    return list(found.values())
+
+
 def _optimizer_state(facts: Facts, settings: Settings, trainable: list[Param]) -> tuple[int, int]:
     """(state bytes, step temporaries) of the script's optimizers, each over the parameters
     it steps. Parameters no optimizer is read to step go to one whose own could not be
@@ -169,7 +184,7 @@ def _optimizer(facts: Facts, settings: Settings, opt: Optimizer | None) -> tuple
 
 def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Estimate:
     params = _params(facts, settings)
-    base, grads, temp = _resident(facts, settings, params)
+    base, grads, temp = _resident(facts, settings, params, _untrained(facts, settings, params))
     if settings.accumulation:
         facts.accumulation = max(facts.accumulation, settings.accumulation)
     set_to_none = settings.set_to_none if settings.set_to_none is not None else facts.set_to_none
@@ -196,15 +211,17 @@ def _breakdown(facts: Facts, tape: Tape, settings: Settings, script: str) -> Est
                     assumptions, confidence(facts, tape), facts, settings)
 
 
-def _resident(facts: Facts, settings: Settings, params: list[Param]) -> tuple[Peak, int, int]:
-    """What stays in memory through the step, per GPU: parameters and optimizer state (and
-    DDP's gradient buckets), with the full gradient size and the optimizer's temporaries."""
+def _resident(facts: Facts, settings: Settings, params: list[Param],
+              untrained: list[Param]) -> tuple[Peak, int, int]:
+    """What stays in memory through the step, per GPU: parameters (`untrained` ones too)
+    and optimizer state (and DDP's gradient buckets), with the full gradient size and the
+    optimizer's temporaries."""
     if settings.freeze_embeddings:
         for p in params:
             p.trainable = p.trainable and not getattr(p, "embedding", False)
     trainable = [p for p in params if p.trainable and not p.buffer]
     shards = _shards(facts, settings)
-    p_bytes = sum(p.numel * ITEMSIZE.get(p.dtype, 4) for p in params)
+    p_bytes = sum(p.numel * ITEMSIZE.get(p.dtype, 4) for p in params + untrained)
     g_bytes = grad_bytes(trainable)
     s_bytes, temp = _optimizer_state(facts, settings, trainable)
     base = Peak(parameters=p_bytes // shards, optimizer_state=s_bytes // shards)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from tree_sitter import Node
 
@@ -54,6 +54,9 @@ class Facts:
     models: list[Module] = field(default_factory=list)
     model: Module | None = None
     model_line: int = 0
+    called: list[tuple[Module, set[int]]] = field(default_factory=list)
+    """Models called at the top level of training loops, with the loops' entries (see
+    `called_models`)."""
     inputs: list[Tensor] = field(default_factory=list)
     forward_line: int = 0
     input_assumed: bool = False
@@ -165,9 +168,16 @@ class Facts:
     def should_checkpoint(self, module: Module) -> bool:
         return self.settings.checkpoint and id(module) in self.repeated
 
-    def on_forward(self, module: Module, args: list, at: int) -> list:
-        """The first top-level model call with gradients on is the training forward."""
+    def on_forward(self, module: Module, args: list, at: int, loops: Sequence[int] = ()) -> list:
+        """The first top-level model call with gradients on is the training forward;
+        `loops`: the entries of the training loops the call is in."""
         tape = self._tape
+        if loops and module.params():
+            seen = next((entries for m, entries in self.called if m is module), None)
+            if seen is None:
+                self.called.append((module, set(loops)))
+            else:
+                seen.update(loops)
         if self.model is not None or not module.params() or not tape.grad_enabled:
             return args
         self.model, self.forward_line = module, at
@@ -184,6 +194,13 @@ class Facts:
         if self.settings.dtype and self.settings.dtype.startswith("amp-") and tape.autocast is None:
             tape.autocast = self.autocast_dtype(self.settings.dtype[4:], None)
         return args
+
+    def on_holder(self, holder: Module) -> None:
+        """`holder`'s step called the model (a LightningModule whose training_step calls
+        `self.net(x)`): the whole of it is the model, its other parts included."""
+        if self.model is not None and self.model is not holder and any(m is self.model for m in holder.walk()):
+            self.model, self.model_line = holder, holder.line
+            self._mark_repeated(holder)
 
     def _mark_repeated(self, model: Module) -> None:
         for module in model.walk():
@@ -212,13 +229,27 @@ class Facts:
         parameters): those whose `step()` ran in a training loop its step ran in (a GAN's
         two). One that stepped only in a loop of its own (a model trained before, then
         replaced) holds nothing by then. All of them where the own one's step was not read."""
-        if not self.optimizers:
+        main = self._main_optimizer()
+        if main is None:
             return []
-        own = {id(p) for p in self.model.params()} if self.model is not None else set()
-        main = next((o for o in self.optimizers if own & {id(p) for p in o.params}), self.optimizers[0])
         if not main.loops:
             return list(self.optimizers)
         return [o for o in self.optimizers if o is main or o.loops & main.loops]
+
+    def called_models(self) -> list[Module]:
+        """The models called at the top of the loop the model trains in (a frozen encoder
+        under no_grad, a DQN's target network): resident through its step, trained or not.
+        Not one called only in a loop of its own (a model trained before, then replaced)."""
+        main = self._main_optimizer()
+        loops = main.loops if main is not None else set()
+        return [m for m, seen in self.called if not loops or seen & loops]
+
+    def _main_optimizer(self) -> Optimizer | None:
+        """The optimizer over the model's parameters; the first where none is."""
+        if not self.optimizers:
+            return None
+        own = {id(p) for p in self.model.params()} if self.model is not None else set()
+        return next((o for o in self.optimizers if own & {id(p) for p in o.params}), self.optimizers[0])
 
     def on_sharding(self, kind: str, at: int) -> None:
         self.sharding, self.sharding_line = kind, at

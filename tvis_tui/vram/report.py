@@ -59,6 +59,11 @@ def _trained(facts: Facts) -> list[str]:
         if more:
             where = "outside the model " if model is not None else ""
             out.append(f"parameters {where}stepped by {opt.kind}{_at(opt.line)}: {_count(more)}")
+    for module in facts.called_models():  # estimate._untrained: resident all the same
+        rest = [p for p in module.params() if id(p) not in seen and not p.buffer]
+        seen.update(id(p) for p in rest)
+        if rest:
+            out.append(f"parameters not trained, of {module.kind}{_at(module.line)}: {_count(rest)}")
     return out
 
 
