@@ -439,3 +439,36 @@ for i in range(2):
     assert len(calls) > 600 and all(c.duration_ns is not None for c in calls)
     listed = {seq for s in run.phases(2) for seq in range(s.first_seq, s.last_seq + 1)}
     assert listed == {c.seq for c in calls}
+
+
+def test_a_helper_after_an_evaluation_is_not_part_of_it(run_inprocess):
+    """nanoGPT's loop: `estimate_loss()` under no_grad, then `get_batch('train')` with
+    autograd on read as no_grad in the steps that evaluated, forward in the others
+    (sweep U)."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+data = torch.randn(64, 4)
+
+def get_batch():
+    i = torch.randint(0, 60, (4,))
+    return data[i], data[i].sum(1, keepdim=True)
+
+@torch.no_grad()
+def estimate_loss(model):
+    x, y = get_batch()
+    return nn.functional.mse_loss(model(x), y).item()
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for it in range(3):
+    if it % 2 == 0:
+        estimate_loss(model)
+    x, y = get_batch()
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+""")
+    assert code == 0
+    batches = [(c.step, c.phase) for c in run.calls(1, run.call_count()) if c.name == "get_batch" and c.depth == 0]
+    assert batches == [(1, "forward"), (2, "forward"), (3, "forward")]

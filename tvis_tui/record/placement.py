@@ -85,8 +85,10 @@ class PhasePlacer:
         return call.record.phase
 
     def _phase_before(self, step: int) -> str:
+        """It opened with autograd on: after an evaluation's no_grad calls, it is no
+        part of that evaluation (nanoGPT's get_batch() after estimate_loss())."""
         last = self._last
-        return last[1] if last is not None and last[0] == step else "forward"
+        return last[1] if last is not None and last[0] == step and last[1] != "no_grad" else "forward"
 
     def _place(self, phase: str) -> None:
         unplaced, self._unplaced = self._unplaced, []
