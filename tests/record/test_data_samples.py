@@ -405,6 +405,8 @@ torch.save((logits.detach(), y), os.path.join(os.path.dirname(__file__), "logits
 @pytest.mark.parametrize("table, joined", [
     ("itos = {i: ch for i, ch in enumerate(chars)}", ""),  # nanoGPT's characters
     ("idx2word = [ch * 2 for ch in chars]", " "),  # a word-level list
+    # Characters after special tokens (sweep U: decoded "g h e a g </s>").
+    ("itos = ['<pad>', '[SEP]', '</s>'] + chars; chars = itos", ""),
 ])
 def test_token_predictions_decode_with_the_scripts_own_id_table(run_inprocess, table, joined):
     # No tokenizer object: encode/decode are lambdas over the script's own tables.
@@ -427,6 +429,8 @@ for step in range(2):
 """)
     assert code == 0
     chars = sorted(set("hello world"))
+    if "<pad>" in table:
+        chars = ["<pad>", "[SEP]", "</s>", *chars]
     tokens = [ch if not joined else ch * 2 for ch in chars]
     pred = S.all_predictions(run)[0]
     assert pred["kind"] == "tokens" and pred["tokenizer"] == table.split()[0]

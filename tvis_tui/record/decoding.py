@@ -17,6 +17,7 @@ one may keep state that a call changes (a cache, a counter the script prints).
 from __future__ import annotations
 
 import copy
+import re
 import inspect
 from collections import UserDict
 from types import FrameType
@@ -147,16 +148,22 @@ ID_TABLES = ("itos", "ix_to_char", "idx_to_char", "int_to_char", "idx2char", "id
 (nanoGPT's `itos`, min-char-rnn's `ix_to_char`)."""
 
 
+_SPECIAL = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
+"""A special token of a character table: `<pad>`, `</s>`, `[SEP]`."""
+
+
 class IdTable:
     """The script's own table from token id to text, decoding as the script's `decode`
     function over it would (`''.join(itos[i] for i in ids)`): characters joined as they
-    are, longer tokens with spaces. Decoding it runs no code of the script's."""
+    are (special tokens such as `<pad>` and `[SEP]` among them), longer tokens with spaces.
+    Decoding it runs no code of the script's."""
 
     def __init__(self, name: str, table: dict[int, str]) -> None:
         self.name = name
         self.table = table
         self.vocab_size = max(table) + 1
-        self.separator = "" if all(len(token) == 1 for token in table.values()) else " "
+        plain = [token for token in table.values() if not _SPECIAL.fullmatch(token)]
+        self.separator = "" if all(len(token) == 1 for token in plain) else " "
 
     # The last table made: (the script's value itself, its size, its name, the table).
     _last: "tuple[Any, int, str, IdTable | None] | None" = None
