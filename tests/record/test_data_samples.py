@@ -1027,3 +1027,18 @@ for step in range(1):
     predicted = S.predictions(run, 1)
     assert predicted["names"] is True
     assert [row["target"] for row in predicted["samples"]] == ["cat", "dog", "cow", "dog", "cat"]
+
+
+@pytest.mark.parametrize("shape", [(4, 36), (4, 1, 6, 6)])
+def test_a_reconstruction_against_soft_targets_is_no_label_prediction(shape):
+    """A VAE's binary cross-entropy over pixels in [0, 1] read as 36 "labels" named by
+    their indices (sweep U); label smoothing's two target values are still labels."""
+    import torch
+
+    from tvis_tui.record import decoding
+
+    torch.manual_seed(0)
+    scores, pixels = torch.randn(*shape), torch.rand(*shape)
+    assert decoding.label_predictions(scores, pixels, None, probabilities=False) is None
+    smoothed = (pixels > 0.5).float() * 0.9 + 0.05
+    assert decoding.label_predictions(scores, smoothed, None, probabilities=False) is not None

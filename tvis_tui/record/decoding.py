@@ -258,7 +258,9 @@ def label_predictions(scores: Any, target: Any, names: list[str] | None, probabi
     """Per-sample predictions of a binary cross-entropy (`scores` are logits, or
     `probabilities`): (N, C) scores are independent labels (multi-label), each predicted
     from 0.5 up; any other shape ((N,), (N, 1), a map per pixel (N, 1, H, W)) is a score per
-    row read as two classes, the second from 0.5 up, its first dimension the samples."""
+    row read as two classes, the second from 0.5 up, its first dimension the samples. None
+    where the target takes more than two values and no class names fit: a reconstruction
+    (a VAE's pixels) or soft targets, not labels (label smoothing gives two values)."""
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point() or scores.dim() == 0:
         return None
     with torch.no_grad():
@@ -267,13 +269,17 @@ def label_predictions(scores: Any, target: Any, names: list[str] | None, probabi
         t = target.detach() if isinstance(target, torch.Tensor) else None
         if t is not None and t.numel() != p.numel():
             t = None
-        if p.dim() != 2 or p.shape[-1] == 1:  # a score per sample, or per pixel or position
+        per_row = p.dim() != 2 or p.shape[-1] == 1  # a score per sample, or per pixel or position
+        fitting = _fitting(names, 2 if per_row else p.shape[-1])
+        if t is not None and fitting is None and t.unique().numel() > 2:
+            return None
+        if per_row:
             p = p.reshape(-1)
             wanted = None if t is None else (t.reshape(-1) >= 0.5).long()
             # As two classes' log-probabilities: their softmax gives back 1 - p and p.
-            record = _as_classes(torch.stack([1 - p, p], -1).log(), wanted, _fitting(names, 2))
+            record = _as_classes(torch.stack([1 - p, p], -1).log(), wanted, fitting)
         else:
-            record = _as_labels(p, None if t is None else t.reshape(p.shape), _fitting(names, p.shape[-1]))
+            record = _as_labels(p, None if t is None else t.reshape(p.shape), fitting)
         record["leading"] = int(scores.shape[0])
         return record
 
