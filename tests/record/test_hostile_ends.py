@@ -176,3 +176,27 @@ def test_os_exit_from_a_thread_or_a_signal_handler_still_ends_at_once_with_the_r
     with RunReader(tmp_path / "runs" / "r") as run:
         meta = run.meta()
         assert (meta["status"], meta["exception"], meta["steps_recorded"]) == ("crashed", "os._exit(4)", 3)
+
+
+def test_a_helper_that_calls_os_exit_is_still_listed_in_its_step(tmp_path):
+    """A helper of the loop waits for its phase until it returns; os._exit() inside it
+    ended the run with the helper in no phase span, out of the call tree (review)."""
+    script = write_script(tmp_path, """
+import os, torch
+from torch import nn
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def finish(step):
+    os._exit(0)
+for step in range(3):
+    loss = model(torch.randn(3, 4)).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if step == 1:
+        finish(step)
+""")
+    proc = tvis_cli("run", "--out", "runs", "--name", "r", str(script), cwd=tmp_path)
+    assert proc.returncode == 0
+    with RunReader(tmp_path / "runs" / "r") as run:
+        finish = run.calls(1, run.call_count())[-1]
+        assert (finish.name, finish.step, finish.phase) == ("finish", 2, "optimizer")
+        assert any(s.first_seq <= finish.seq <= s.last_seq for s in run.phases(2))

@@ -472,3 +472,61 @@ for it in range(3):
     assert code == 0
     batches = [(c.step, c.phase) for c in run.calls(1, run.call_count()) if c.name == "get_batch" and c.depth == 0]
     assert batches == [(1, "forward"), (2, "forward"), (3, "forward")]
+
+
+def test_a_train_step_that_starts_with_a_frozen_encoder_is_forward(run_inprocess):
+    """Its first call is under no_grad, but the function runs with autograd on: it is no
+    evaluation (review)."""
+    code, run = run_inprocess("""
+import torch
+from torch import nn
+
+encoder, head = nn.Linear(4, 4), nn.Linear(4, 1)
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+
+def train_step(x):
+    with torch.no_grad():
+        z = encoder(x)
+    loss = head(z).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+
+for step in range(2):
+    train_step(torch.randn(3, 4))
+""")
+    assert code == 0
+    assert [(c.phase, c.name) for c in run.calls(1, run.call_count()) if c.step == 2][:3] == [
+        ("forward", "train_step"), ("no_grad", "encoder"), ("forward", "head")]
+
+
+def test_calls_from_another_thread_leave_every_call_in_one_span(run_inprocess):
+    """A helper waiting for its phase while another thread's call is listed: the spans
+    overlapped, and the helper fell out of them (review)."""
+    code, run = run_inprocess("""
+import threading, torch
+from torch import nn
+model, probe = nn.Linear(4, 2), nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+go, done = threading.Event(), threading.Event()
+
+def background():
+    for grad in (False, True, False):
+        go.wait(); go.clear()
+        with torch.set_grad_enabled(grad):
+            probe(torch.randn(1, 4))
+        done.set()
+
+threading.Thread(target=background, daemon=True).start()
+
+def train_step(x):
+    go.set(); done.wait(); done.clear()
+    loss = model(x).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+
+for step in range(3):
+    train_step(torch.randn(3, 4))
+""")
+    assert code == 0
+    for step in (1, 2, 3):
+        seqs = [c.seq for c in run.calls(1, run.call_count()) if c.step == step]
+        listed = [seq for s in run.phases(step) for seq in range(s.first_seq, s.last_seq + 1)]
+        assert sorted(listed) == seqs  # each call once: no overlap, none left out

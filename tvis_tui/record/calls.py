@@ -153,7 +153,6 @@ class _ThreadState(threading.local):
         self.hook_started_ns = 0
         self.hook_depth = 0
         self.collecting = False  # a garbage collection is running (timing.py counts it whole)
-        self.placer: PhasePlacer | None = None
 
 
 class CallLog:
@@ -171,18 +170,13 @@ class CallLog:
         self.failing_seq: int | None = None
         self._failing_exc: BaseException | None = None
         self.timer = CudaTimer()
+        self._placer = PhasePlacer(writer, self._write_closed)
         steps.overhead_clock = self.overhead_so_far
 
     @property
     def stack(self) -> list[OpenCall]:
         return self._thread.stack
 
-    @property
-    def _placer(self) -> PhasePlacer:
-        state = self._thread
-        if state.placer is None:
-            state.placer = PhasePlacer(self.writer, self._write_closed)
-        return state.placer
 
     def begin_hook(self) -> int:
         """Mark the start of tvis's own work in a hook; pair with `end_hook`."""
@@ -350,6 +344,7 @@ class CallLog:
         extra = {"unfinished": True} if error is None else None
         while self._thread.stack:
             self.close(self._thread.stack[-1], ended, error=error, extra=extra)
+        self._placer.settle()  # another thread's (a hard exit's) are placed as they stand
 
     def put_slots(self, seq: int, role: str, pairs: Iterator[tuple[str, Any]], start: int = 0) -> bool:
         """Write slots of call `seq` that arrive after it closed; whether any holds NaN/Inf."""

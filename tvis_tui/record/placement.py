@@ -7,14 +7,20 @@ own: reading "forward" wherever it ran, a helper called after backward() opened 
 span between the backward and the optimizer step. Such a function takes the phase of the
 first call recorded inside it (a model: forward; `loss.backward()`: backward), or where
 it made none, that of the call before it in the step (a gradient-norm helper after
-backward() is in the backward phase); "forward" where it is the step's first.
+backward() is in the backward phase); "forward" where that phase is none of loss,
+backward and optimizer (the step's first call; a data or no_grad call, as a train step's
+batch fetch or frozen encoder: the function itself runs with autograd on).
 
 Until one of those is known it is written without a span. One that returns before waits
 to be written with its phase, up to MAX_WAITING of them; the calls inside it and their
-phases are not changed (they inherit "forward" from it, as from the loop itself)."""
+phases are not changed (they inherit "forward" from it, as from the loop itself). One
+placer serves every thread, so that spans follow call order; what waits when the run ends
+(`settle`: a hard exit, an abandoned stack) takes the phase of the call before it. A run
+killed outright (SIGKILL) while a function waits leaves that call out of every span."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -26,18 +32,19 @@ MAX_WAITING = 256
 helpers with no model call among them (a preprocessing pass) holds no more records."""
 
 GpuEvents = tuple[Any, Any] | None
+PLACED = ("loss", "backward", "optimizer")
+"""The phases a function of the loop is moved into; "forward" otherwise."""
 
 
 @dataclass(slots=True)
 class _Unplaced:
-    seq: int
-    call: Any  # the OpenCall while it runs
+    call: Any  # the OpenCall
     closed: CallRecord | None = None  # what it returned, waiting to be written
     gpu: GpuEvents = None
 
 
 class PhasePlacer:
-    """One thread's user functions opened since its last call of a known phase."""
+    """The user functions opened since the last call of a known phase, on any thread."""
 
     def __init__(self, writer: WriterThread,
                  write_closed: Callable[[CallRecord, GpuEvents], None]) -> None:
@@ -45,21 +52,21 @@ class PhasePlacer:
         self._write_closed = write_closed
         self._unplaced: list[_Unplaced] = []
         self._last: tuple[int, str] | None = None  # (step, phase) of the last placed call
+        self._lock = threading.RLock()
 
     def opened(self, call: Any, placed: bool) -> None:
         """Write a call as it opens: `placed`, its phase is known; else it waits."""
         record: CallRecord = call.record
-        if not placed:
-            self._writer.put_call(record, spanned=False)
-            self._unplaced.append(_Unplaced(record.seq, call))
-            return
-        if self._unplaced:
-            if self._unplaced[0].call.record.step == record.step:
-                self._place(record.phase)
-            else:
-                self._place(self._phase_before(self._unplaced[0].call.record.step))
-        self._writer.put_call(record)
-        self._last = (record.step, record.phase)
+        with self._lock:
+            if not placed:
+                self._writer.put_call(record, spanned=False)
+                self._unplaced.append(_Unplaced(call))
+                return
+            if self._unplaced:
+                same_step = self._unplaced[0].call.record.step == record.step
+                self._place(_moved(record.phase) if same_step else self._phase_before(self._unplaced[0].call.record.step))
+            self._writer.put_call(record)
+            self._last = (record.step, record.phase)
 
     def closed(self, call: Any, record: CallRecord, gpu: GpuEvents) -> CallRecord | None:
         """The record to write now for `call`, which returned as `record`; None where
@@ -68,13 +75,20 @@ class PhasePlacer:
             return replace(record, phase=call.placed)
         if not self._unplaced:  # every module call, say: they place what waited
             return record
-        entry = next((e for e in reversed(self._unplaced) if e.call is call), None)
-        if entry is None:
-            return record
-        entry.closed, entry.gpu = record, gpu
-        if entry is self._unplaced[0] or len(self._unplaced) > MAX_WAITING:
-            self._place(self._phase_before(record.step))
-        return None
+        with self._lock:
+            entry = next((e for e in reversed(self._unplaced) if e.call is call), None)
+            if entry is None:
+                return record
+            entry.closed, entry.gpu = record, gpu
+            if entry is self._unplaced[0] or len(self._unplaced) > MAX_WAITING:
+                self._place(self._phase_before(record.step))
+            return None
+
+    def settle(self) -> None:
+        """Place what waits now: the run is ending, with no call left to tell."""
+        with self._lock:
+            if self._unplaced:
+                self._place(self._phase_before(self._unplaced[0].call.record.step))
 
     def phase_now(self, call: Any) -> str:
         """The phase `call` is listed in if it returned now."""
@@ -85,15 +99,13 @@ class PhasePlacer:
         return call.record.phase
 
     def _phase_before(self, step: int) -> str:
-        """It opened with autograd on: after an evaluation's no_grad calls, it is no
-        part of that evaluation (nanoGPT's get_batch() after estimate_loss())."""
         last = self._last
-        return last[1] if last is not None and last[0] == step and last[1] != "no_grad" else "forward"
+        return _moved(last[1]) if last is not None and last[0] == step else "forward"
 
     def _place(self, phase: str) -> None:
-        unplaced, self._unplaced = self._unplaced, []
+        unplaced = self._unplaced
         first = unplaced[0].call.record
-        self._writer.place(first.step, phase, first.seq, unplaced[-1].seq)
+        self._writer.place(first.step, phase, first.seq, unplaced[-1].call.record.seq)
         self._last = (first.step, phase)
         for entry in unplaced:
             entry.call.placed = phase
@@ -101,3 +113,8 @@ class PhasePlacer:
                 self._write_closed(replace(entry.closed, phase=phase), entry.gpu)
             else:
                 self._writer.put_call(replace(entry.call.record, phase=phase), first=False)
+        self._unplaced = []  # after the writes: an interrupt among them places them again
+
+
+def _moved(phase: str) -> str:
+    return phase if phase in PLACED else "forward"

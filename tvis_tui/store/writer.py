@@ -216,11 +216,13 @@ class RunWriter:
     def place(self, step: int, phase: str, first_seq: int, last_seq: int) -> None:
         """List calls `first_seq`..`last_seq` of `step`, which follow every call listed so
         far, in a span of `phase`: the last span, extended, where it is of that step and
-        phase."""
+        phase (over both ranges: a call numbered on one thread may be listed after one
+        numbered later on another)."""
         with self._lock:
             span = self._span
             if span is not None and span.step == step and span.phase == phase:
-                span = PhaseSpan(span.step, span.ordinal, span.phase, span.first_seq, last_seq)
+                span = PhaseSpan(span.step, span.ordinal, span.phase, min(span.first_seq, first_seq),
+                                 max(span.last_seq, last_seq))
             else:
                 ordinal = self._span_ordinal.get(step, 0)
                 self._span_ordinal[step] = ordinal + 1
