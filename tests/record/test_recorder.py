@@ -1300,3 +1300,33 @@ print(len(torch.autograd.grad(loss, model.parameters())))
     calls = [c for c in _calls(run) if c.name == "autograd.grad"]
     assert [sorted(s.path for s in run.slots(c.seq) if s.role != "input") for c in calls] == [
         ["Linear.bias", "Linear.weight"], ["grads[0]"], ["Linear.bias", "Linear.weight"]]
+
+
+def test_a_part_called_through_a_functions_argument_or_a_methods_self(run_inprocess):
+    """`run_out(m, h)` on two models named one part `m.out` and the other `Linear`
+    (review); a holder's method calling `self.out(x)` names it `out`."""
+    code, run = run_inprocess(HEADER + """
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.out = nn.Linear(4, 8), nn.Linear(8, 2)
+    def step(self, x):
+        return self.out(self.body(x))
+
+def run_out(m, h):
+    return m.out(h)
+
+def main():
+    a, b, c = Pair(), Pair(), Pair()
+    opt = torch.optim.SGD([*a.parameters(), *b.parameters(), *c.parameters()], lr=0.1)
+    for i in range(2):
+        loss = run_out(a, a.body(torch.randn(3, 4))).sum() + run_out(b, b.body(torch.randn(3, 4))).sum()
+        loss = loss + c.step(torch.randn(3, 4)).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+
+main()
+""")
+    assert code == 0
+    names = [c.name for c in _calls(run) if c.kind == "module" and c.step == 2]
+    # Seen from run_out, `m` is any model: its part keeps its class name, numbered.
+    assert names == ["a.body", "Linear", "b.body", "Linear#2", "body", "out"]

@@ -208,8 +208,8 @@ def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
         return None
     # Not a loop's variable (`for member in models:`): it names each model in turn.
     passing = bound_in_loops(caller.f_code)
-    scope = {n: v for n, v in visible_names(caller).items()
-             if n not in passing and n != "self" and not n.startswith("_")}
+    visible = visible_names(caller)
+    scope = {n: v for n, v in visible.items() if n not in passing and n != "self" and not n.startswith("_")}
     name = next((n for n, v in scope.items() if v is root), None)
     same_class = {id(v) for v in scope.values()
                   if type(v) is type(root) and next(v.parameters(), None) is not None}
@@ -217,10 +217,18 @@ def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
     # The script's own name for a model (a module-level `G`, `self.teacher`) tells models
     # of one class apart; a function's local (`run_block(block, x)`) does not, and a
     # container's member keeps its place in it (`first = blocks[0]` too).
-    local = bool(caller.f_code.co_flags & inspect.CO_OPTIMIZED) and name in caller.f_code.co_varnames
+    locals_ = caller.f_code.co_varnames if caller.f_code.co_flags & inspect.CO_OPTIMIZED else ()
+    local = name in locals_
     if named is not None and not local:
         return named
-    return _member_name(root, scope) or named or _part_name(root, scope, None if local else name)
+    # A part's holder is the script's model, not a function's argument (`run_out(m, h)`
+    # names each model's part `m.out` in turn); a method's `self` is one.
+    code = caller.f_code
+    arguments = locals_[:code.co_argcount + code.co_kwonlyargcount]
+    holders = {n: v for n, v in scope.items() if n not in arguments}
+    if visible.get("self") is not None:
+        holders = {"self": visible["self"], **holders}
+    return _member_name(root, scope) or named or _part_name(root, holders, None if local else name)
 
 
 def _member_name(root: torch.nn.Module, scope: dict[str, Any]) -> str | None:
