@@ -235,9 +235,10 @@ def test_a_trainer_from_another_library_is_not_lightnings(write):
     assert est.facts.model is None
 
 
-def test_a_training_step_that_calls_its_parts_trains_the_whole_module(write):
-    """`self.conv(x)` first: the estimate named the conv the model and listed the head
-    as "parameters outside the model"; a frozen part no optimizer steps was not counted."""
+def test_every_part_of_a_lightning_module_is_resident_and_only_the_stepped_ones_trained(write):
+    """Lightning puts the whole module on the device: a frozen part the step never calls
+    was not counted. A teacher it calls under no_grad gets no gradients (review: making
+    the whole module the model gave it 4 GiB of them)."""
     est = estimate(write("parts.py", """\
         import torch, torch.nn as nn, torch.nn.functional as F
         import lightning as L
@@ -247,18 +248,23 @@ def test_a_training_step_that_calls_its_parts_trains_the_whole_module(write):
             def __init__(self):
                 super().__init__()
                 self.stem = nn.Linear(64, 64).requires_grad_(False)
+                self.teacher = nn.Sequential(nn.Linear(3 * 32 * 32, 4096), nn.Linear(4096, 10))
                 self.conv = nn.Conv2d(3, 16, 3)
                 self.head = nn.Linear(16 * 30 * 30, 10)
             def training_step(self, batch, batch_idx):
                 x, y = batch
-                return F.cross_entropy(self.head(self.conv(x).flatten(1)), y)
+                with torch.no_grad():
+                    soft = self.teacher(x.flatten(1))
+                out = self.head(self.conv(x).flatten(1))
+                return F.cross_entropy(out, y) + F.mse_loss(out, soft)
             def configure_optimizers(self):
                 return torch.optim.SGD([*self.conv.parameters(), *self.head.parameters()], lr=0.1)
 
         ds = TensorDataset(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
         L.Trainer().fit(Lit(), DataLoader(ds, batch_size=16))
         """))
-    stem, conv, head = 64 * 64 + 64, 3 * 16 * 9 + 16, 16 * 30 * 30 * 10 + 10
-    assert est.read[0] == f"model Lit: {stem + conv + head:,} parameters (line 18)"
-    assert not any("outside the model" in line for line in est.read)
-    assert est.breakdown["parameters"] == (stem + conv + head) * 4
+    stem, teacher = 64 * 64 + 64, 3 * 32 * 32 * 4096 + 4096 + 4096 * 10 + 10
+    conv, head = 3 * 16 * 9 + 16, 16 * 30 * 30 * 10 + 10
+    assert est.breakdown["parameters"] == (stem + teacher + conv + head) * 4
+    assert 0 < est.breakdown["gradients"] <= (conv + head) * 4
+    assert f"parameters not trained, of Lit (line 22): {stem:,}" in est.read

@@ -253,6 +253,11 @@ def _over_tokens(tokenizer: Any, classes: int, names: list[str] | None, copies: 
     return decoder is not None and decodes_exactly(decoder, classes)
 
 
+SOFT_TARGET_PROBE = 4096
+"""Target values looked at to tell soft targets from labels: a mask of a million pixels
+would cost every loss call a sort."""
+
+
 def label_predictions(scores: Any, target: Any, names: list[str] | None, probabilities: bool
                       ) -> dict[str, Any] | None:
     """Per-sample predictions of a binary cross-entropy (`scores` are logits, or
@@ -271,7 +276,7 @@ def label_predictions(scores: Any, target: Any, names: list[str] | None, probabi
             t = None
         per_row = p.dim() != 2 or p.shape[-1] == 1  # a score per sample, or per pixel or position
         fitting = _fitting(names, 2 if per_row else p.shape[-1])
-        if t is not None and fitting is None and t.unique().numel() > 2:
+        if t is not None and fitting is None and t.flatten()[:SOFT_TARGET_PROBE].unique().numel() > 2:
             return None
         if per_row:
             p = p.reshape(-1)

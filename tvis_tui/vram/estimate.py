@@ -134,8 +134,8 @@ def _params(facts: Facts, settings: Settings) -> list[Param]:
 
 def _untrained(facts: Facts, settings: Settings, params: list[Param]) -> list[Param]:
     """Parameters (and buffers) of the models the training loop calls that neither the
-    model nor an optimizer holds: a frozen encoder run under no_grad, a DQN's target
-    network. Resident through the step; never given a gradient."""
+    model nor an optimizer holds: a frozen encoder run under no_grad, a LightningModule's
+    parts. Resident through the step; never given a gradient."""
     if settings.params is not None:
         return []
     seen = {id(p) for p in params}

@@ -195,12 +195,12 @@ class Facts:
             tape.autocast = self.autocast_dtype(self.settings.dtype[4:], None)
         return args
 
-    def on_holder(self, holder: Module) -> None:
-        """`holder`'s step called the model (a LightningModule whose training_step calls
-        `self.net(x)`): the whole of it is the model, its other parts included."""
-        if self.model is not None and self.model is not holder and any(m is self.model for m in holder.walk()):
-            self.model, self.model_line = holder, holder.line
-            self._mark_repeated(holder)
+    def on_holder(self, holder: Module, loops: Sequence[int]) -> None:
+        """`holder`'s step ran in `loops` (a LightningModule's training_step): all of it
+        is resident, the parts it never calls or trains (a frozen teacher) included; it
+        trains only what the model and the optimizers hold."""
+        if holder.params() and not any(m is holder for m, _ in self.called):
+            self.called.append((holder, set(loops)))
 
     def _mark_repeated(self, model: Module) -> None:
         for module in model.walk():
@@ -238,8 +238,8 @@ class Facts:
 
     def called_models(self) -> list[Module]:
         """The models called at the top of the loop the model trains in (a frozen encoder
-        under no_grad, a DQN's target network): resident through its step, trained or not.
-        Not one called only in a loop of its own (a model trained before, then replaced)."""
+        under no_grad; a LightningModule, `on_holder`): resident through its step, trained
+        or not. Not one called only in a loop of its own (trained before, then replaced)."""
         main = self._main_optimizer()
         loops = main.loops if main is not None else set()
         return [m for m, seen in self.called if not loops or seen & loops]

@@ -85,7 +85,7 @@ def _fit(api: Any, trainer: dict, model: Module, data: Any, node: Node) -> None:
             if mixed:
                 tape.autocast, tape.cast_cache = facts.autocast_dtype(mixed, at), {}
             held.set("output", _call(api, model, "training_step", [batch, 0]))
-            facts.on_holder(model)
+            facts.on_holder(model, interp.loop_stack)
             if model.attrs.get("automatic_optimization") is not False:
                 _optimize(api, optimizers, at)
     finally:
