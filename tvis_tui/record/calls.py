@@ -177,7 +177,6 @@ class CallLog:
     def stack(self) -> list[OpenCall]:
         return self._thread.stack
 
-
     def begin_hook(self) -> int:
         """Mark the start of tvis's own work in a hook; pair with `end_hook`."""
         now = time.perf_counter_ns()

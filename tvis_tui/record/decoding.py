@@ -17,8 +17,8 @@ one may keep state that a call changes (a cache, a counter the script prints).
 from __future__ import annotations
 
 import copy
-import re
 import inspect
+import re
 from collections import UserDict
 from types import FrameType
 from typing import Any, Callable, Iterable

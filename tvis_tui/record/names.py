@@ -217,13 +217,13 @@ def script_name(root: torch.nn.Module, caller: FrameType | None) -> str | None:
     # The script's own name for a model (a module-level `G`, `self.teacher`) tells models
     # of one class apart; a function's local (`run_block(block, x)`) does not, and a
     # container's member keeps its place in it (`first = blocks[0]` too).
-    locals_ = caller.f_code.co_varnames if caller.f_code.co_flags & inspect.CO_OPTIMIZED else ()
+    code = caller.f_code
+    locals_ = code.co_varnames if code.co_flags & inspect.CO_OPTIMIZED else ()
     local = name in locals_
     if named is not None and not local:
         return named
     # A part's holder is the script's model, not a function's argument (`run_out(m, h)`
     # names each model's part `m.out` in turn); a method's `self` is one.
-    code = caller.f_code
     arguments = locals_[:code.co_argcount + code.co_kwonlyargcount]
     holders = {n: v for n, v in scope.items() if n not in arguments}
     if visible.get("self") is not None:

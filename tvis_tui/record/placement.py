@@ -63,8 +63,8 @@ class PhasePlacer:
                 self._unplaced.append(_Unplaced(call))
                 return
             if self._unplaced:
-                same_step = self._unplaced[0].call.record.step == record.step
-                self._place(_moved(record.phase) if same_step else self._phase_before(self._unplaced[0].call.record.step))
+                waiting = self._unplaced[0].call.record.step
+                self._place(_moved(record.phase) if waiting == record.step else self._phase_before(waiting))
             self._writer.put_call(record)
             self._last = (record.step, record.phase)
 
@@ -94,7 +94,7 @@ class PhasePlacer:
         """The phase `call` is listed in if it returned now."""
         if call.placed is not None:
             return call.placed
-        if any(e.call is call for e in self._unplaced):
+        if self._unplaced and any(e.call is call for e in self._unplaced):
             return self._phase_before(call.record.step)
         return call.record.phase
 

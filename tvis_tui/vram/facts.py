@@ -172,12 +172,7 @@ class Facts:
         """The first top-level model call with gradients on is the training forward;
         `loops`: the entries of the training loops the call is in."""
         tape = self._tape
-        if loops and module.params():
-            seen = next((entries for m, entries in self.called if m is module), None)
-            if seen is None:
-                self.called.append((module, set(loops)))
-            else:
-                seen.update(loops)
+        self._note_called(module, loops)
         if self.model is not None or not module.params() or not tape.grad_enabled:
             return args
         self.model, self.forward_line = module, at
@@ -199,8 +194,16 @@ class Facts:
         """`holder`'s step ran in `loops` (a LightningModule's training_step): all of it
         is resident, the parts it never calls or trains (a frozen teacher) included; it
         trains only what the model and the optimizers hold."""
-        if holder.params() and not any(m is holder for m, _ in self.called):
-            self.called.append((holder, set(loops)))
+        self._note_called(holder, loops)
+
+    def _note_called(self, module: Module, loops: Sequence[int]) -> None:
+        if not loops or not module.params():
+            return
+        seen = next((entries for m, entries in self.called if m is module), None)
+        if seen is None:
+            self.called.append((module, set(loops)))
+        else:
+            seen.update(loops)
 
     def _mark_repeated(self, model: Module) -> None:
         for module in model.walk():
