@@ -58,13 +58,9 @@ import torch
 
 from tvis_tui.record.memory import PeakMemory
 from tvis_tui.store.records import PHASES, StepRecord
+from tvis_tui.store.writer import RunWriter
 from tvis_tui.record.sink import WriterThread
 from tvis_tui.record.timing import put_timed_step
-
-
-def _commit(run_writer: Any) -> None:
-    """On the writer thread, after a step the device timed was written (sink.defer)."""
-    run_writer.flush()
 
 
 class StepTracker:
@@ -331,7 +327,7 @@ class StepTracker:
         if not self._commit_due(now):
             return
         if self._gpu_events:
-            self._writer.defer(_commit)  # after the timed step, written on the writer thread
+            self._writer.defer(RunWriter.flush)  # after the timed step, written on the writer thread
         else:
             self._writer.flush()
 
