@@ -621,24 +621,45 @@ async def test_a_long_plain_value_is_cut_in_the_table_and_shown_whole_on_enter(t
         assert f"kwargs['config'] is not a tensor: {config}" in _notices(pilot)
 
 
+def _optimizer_run(path, *slots: Slot, extra: dict | None = None, module_call: bool = False):
+    """A one-step run: an optimizer call holding `slots`, after a Linear call if asked."""
+    with RunWriter(path) as w:
+        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running")
+        first = 1
+        if module_call:
+            w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="forward", kind="module",
+                                  name="fc", type="Linear"))
+            w.put_slot(1, Slot("output", 0, "output", shape=(4, 2), dtype="float32", device="cpu",
+                               stats=TensorStats(numel=8, min=-1.0, max=1.0, mean=0.0, std=0.5, norm=2.0)))
+            first = 2
+        w.put_call(CallRecord(seq=first, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer",
+                              name="SGD", type="SGD", extra=extra or {"lrs": [0.1]}))
+        for slot in slots:
+            w.put_slot(first, slot)
+        w.put_step(StepRecord(step=1, first_seq=1, last_seq=first))
+        w.close(status="ok", steps_recorded=1)
+    return path
+
+
+def _grad(name: str, shape=(24, 12), role: str = "param_grad", ratio: float | None = None) -> Slot:
+    return Slot(role, 0, name, shape=shape, dtype="float32", device="cpu", ratio=ratio,
+                stats=TensorStats(numel=int(np.prod(shape)), min=-0.125, max=0.25, mean=0.0, std=0.05,
+                                  norm=6.5),
+                hist=tuple(range(16)), hist_lo=-0.5, hist_hi=0.5)
+
+
 async def test_an_optimizer_steps_settings_leave_its_gradients_figures_in_view(tmp_path):
     """Sweep T: at 120 columns an optimizer call's rows showed name and shape only: the lr
     row's settings (`0.1  momentum 0.9  nesterov ...`) sized the shape column."""
     hyper = {"momentum": 0.9, "nesterov": True, "weight_decay": 0.0005, "dampening": 0.0}
-    with RunWriter(tmp_path / "run") as w:
-        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running")
-        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer",
-                              name="SGD", type="SGD", extra={"lrs": [0.1], "hyper": [hyper],
-                                                             "no_grad": ["Net.aux.weight"], "no_grad_frozen": []}))
-        w.put_slot(1, Slot("param_grad", 0, "Net.encoder.0.weight", shape=(24, 12), dtype="float32",
-                           device="cpu", stats=TensorStats(numel=288, min=-0.125, max=0.25, mean=0.0, std=0.05)))
-        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1))
-        w.close(status="ok", steps_recorded=1)
-    async with opened(tmp_path / "run", 1, size=(120, 40)) as pilot:
+    path = _optimizer_run(tmp_path / "run", _grad("Net.encoder.0.weight"),
+                          extra={"lrs": [0.1], "hyper": [hyper], "no_grad": ["Net.aux.weight"],
+                                 "no_grad_frozen": []})
+    async with opened(path, 1, size=(120, 40)) as pilot:
         inspector = pilot.app.screen.query_one(Inspector)
-        assert "[24, 12]    0/0" in inspector.render_line(1).text  # the shape column as wide as the shape
-        assert "-0.125" in inspector.render_line(1).text  # min in view
-        assert " 0.1  mome… " in inspector.render_line(2).text  # the lr, cut to the shapes' width
+        assert "Net.encoder.0.weight 0/0 6.5 " in " ".join(inspector.render_line(1).text.split())
+        assert inspector.render_line(2).text.startswith(" lr group 0  0.1  momentum 0.9")
+        assert "nesterov" not in inspector.render_line(2).text  # cut to the gradients' names
         inspector.focus()
         await press(pilot, "home", "down", "enter")
         assert "lr group 0: 0.1  momentum 0.9  nesterov  weight_decay 0.0005" in _notices(pilot)
@@ -647,22 +668,34 @@ async def test_an_optimizer_steps_settings_leave_its_gradients_figures_in_view(t
                 "not updated") in _notices(pilot)
 
 
-async def test_an_optimizer_steps_long_parameter_names_keep_their_last_parts(tmp_path):
-    """The bundled CNN's Adam call at 120 columns showed names and shapes only: its
-    parameters' names, from the model down, filled the pane."""
+async def test_an_optimizer_steps_norms_and_update_ratios_show_beside_long_names(tmp_path):
+    """The bundled CNN's Adam call at 120 columns showed names and shapes only, then names,
+    shapes and nan/inf: the norms and update/weight ratios were a scroll away."""
     name = "SmallCNN.blocks.0.conv1.weight"
-    with RunWriter(tmp_path / "run") as w:
-        w.put_meta(script="train.py", started_at="2026-12-01T10:00:00", status="running")
-        w.put_call(CallRecord(seq=1, parent=0, depth=0, step=1, phase="optimizer", kind="optimizer",
-                              name="Adam", type="Adam", extra={"lrs": [0.001]}))
-        w.put_slot(1, Slot("param_grad", 0, name, shape=(16, 16, 3, 3), dtype="float32", device="cpu",
-                           stats=TensorStats(numel=2304, min=-0.5, max=0.5, mean=0.0, std=0.1),
-                           hist=tuple(range(16)), hist_lo=-0.5, hist_hi=0.5))
-        w.put_step(StepRecord(step=1, first_seq=1, last_seq=1))
-        w.close(status="ok", steps_recorded=1)
-    async with opened(tmp_path / "run", 1, size=(120, 40)) as pilot:
-        row = pilot.app.screen.query_one(Inspector).render_line(1).text
-        assert row.startswith(" param_grad …blocks.0.conv1.weight ") and "0/0" in row, row
+    path = _optimizer_run(tmp_path / "run", _grad(name, (16, 16, 3, 3)),
+                          _grad(name, (16, 16, 3, 3), role="update", ratio=0.027))
+    async with opened(path, 1, size=(120, 40)) as pilot:
+        inspector = pilot.app.screen.query_one(Inspector)
+        assert inspector.render_line(0).text.split()[:4] == ["name", "nan/inf", "norm", "Δ/w"]
+        grad, update = (" ".join(inspector.render_line(y).text.split()) for y in (1, 2))
+        assert grad.startswith("param_grad …blocks.0.conv1.weight 0/0 6.5 "), grad
+        assert update.startswith("update …blocks.0.conv1.weight 0/0 6.5 0.027 "), update
+
+
+async def test_a_column_scrolled_to_stays_in_view_into_an_optimizer_step(tmp_path):
+    path = _optimizer_run(tmp_path / "run", _grad("Net.fc.weight"), module_call=True)
+    async with opened(path, 1, size=(80, 30)) as pilot:
+        pilot.app.screen.query_one(Inspector).focus()
+        for _ in range(12):
+            if _inspector_lines(pilot)[0].replace("‹", " ").split()[1] == "std":
+                break
+            await press(pilot, "right")
+        pilot.app.screen.query_one(CallTree).focus()
+        await press(pilot, "s")
+        assert "optimizer" in screen_text(pilot.app).splitlines()[-2]
+        header = _inspector_lines(pilot)[0].replace("‹", " ").split()
+        # Kept by name (its columns come in another order), as far as the table's width lets it.
+        assert "std" in header and "histogram" not in header, header
 
 
 async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):

@@ -17,10 +17,19 @@ from tvis_tui.widgets.sparkline import sparkline
 
 COLUMNS = ("name", "shape", "nan/inf", "histogram", "min", "max", "mean", "std", "norm", "zeros",
            "dtype", "device")
-NUMBERS = {"min", "max", "mean", "std", "norm", "zeros"}
-"""Columns of right-aligned numbers: their headers align right too, over the digits."""
-HEADERS = tuple(Text(c, justify="right") if c in NUMBERS else Text(c) for c in COLUMNS)
 """What tells a bad tensor apart comes first, so it shows in a narrow pane."""
+OPTIMIZER_COLUMNS = ("name", "nan/inf", "norm", "Δ/w", "histogram", "shape", "min", "max", "mean", "std",
+                     "zeros", "dtype", "device")
+"""An optimizer step's rows are its parameters, named at length: what tells a bad step
+apart (a gradient's norm, growing step after step without zero_grad; an update's size
+against its weight) comes before their histograms, which it kept out of view at 120
+columns; their shapes, known from the model, come after."""
+NUMBERS = {"min", "max", "mean", "std", "norm", "zeros", "Δ/w"}
+"""Columns of right-aligned numbers: their headers align right too, over the digits."""
+
+
+def headers(columns: tuple[str, ...]) -> list[Text]:
+    return [Text(c, justify="right") if c in NUMBERS else Text(c) for c in columns]
 
 
 EXACT = ("min", "max")
@@ -35,41 +44,56 @@ PATH_WIDTH = 24
 """A slot's path in the name column, its last parts kept (`…blocks.0.conv1.weight`): an
 optimizer's parameters, named from their model, held the figures out of view at 120
 columns; the values view and Enter's notices name it whole."""
-NOTE_WIDTH = 10
-"""An optimizer row's sentence is cut to its tensors' widest shape, or this: its lr reads
-(Enter shows the sentence whole)."""
+NOTE_WIDTH = 30
+"""An optimizer row (`lr group 0  0.1  momentum 0.9`) is cut to its tensors' widest name,
+or this: its lr reads (Enter shows the sentence whole)."""
 REPR_WIDTH = 24
 """A plain value's repr, in the shape column, is cut here: a long one (a config's repr, the
 slot cap's note) widened the column and pushed every figure of the tensors out of view.
 Enter on the row shows it whole."""
 
 
-def slot_cells(slot: Slot, repr_width: int = REPR_WIDTH) -> list[Text]:
-    """One table row: a tensor's summary, or a plain value's repr (cut at `repr_width`)."""
+def slot_cells(slot: Slot, repr_width: int = REPR_WIDTH, columns: tuple[str, ...] = COLUMNS) -> list[Text]:
+    """One table row in `columns`: a tensor's summary, or a plain value's repr (cut at
+    `repr_width`) in the column after its name."""
     path = short_path(slot.path, PATH_WIDTH)
     name = Text(slot.role if slot.path == slot.role else f"{slot.role} {path}", no_wrap=True)
     if not slot.is_tensor:
         value = Text(cut(slot.repr or "", repr_width), style="dim", no_wrap=True)
-        return [name, value, *[Text("")] * (len(COLUMNS) - 2)]
-    stats = slot.stats
-    bad = stats.nonfinite if stats else 0
-    bad_text = Text(f"{stats.nan}/{stats.posinf + stats.neginf}" if stats else "", style="bold red" if bad else "dim")
+        return [name, value, *[Text("")] * (len(columns) - 2)]
     if slot.has_values:
         name.append(" ⏎", style="dim")
-    if slot.ratio is not None:  # an optimizer update: how far the step moved the weight
-        name.append(f" Δ/w {slot.ratio:.2g}", style="cyan")
-    return [
-        name,
-        Text(shape(slot.shape)),
-        bad_text,
-        sparkline(slot.hist, width=12),
-        *(Text(number(getattr(stats, f, None), integer=f in EXACT and _is_integer(slot.dtype)),
-               justify="right") for f in ("min", "max", "mean", "std", "norm")),
+    cells = {"name": name, **_tensor_cells(slot)}
+    return [cells.get(column, Text("")) for column in columns]
+
+
+def _tensor_cells(slot: Slot) -> dict[str, Text]:
+    stats = slot.stats
+    bad = stats.nonfinite if stats else 0
+    cells = {
+        "shape": Text(shape(slot.shape)),
+        "nan/inf": Text(f"{stats.nan}/{stats.posinf + stats.neginf}" if stats else "",
+                        style="bold red" if bad else "dim"),
+        "histogram": sparkline(slot.hist, width=12),
+        **{f: Text(number(getattr(stats, f, None), integer=f in EXACT and _is_integer(slot.dtype)),
+                   justify="right") for f in ("min", "max", "mean", "std", "norm")},
         # A gradient norm that grows step after step (no zero_grad), a ReLU's dead share.
-        Text(_share(stats.zeros, stats.numel) if stats else "", justify="right"),
-        Text(slot.dtype or ""),
-        Text(slot.device or ""),
-    ]
+        "zeros": Text(_share(stats.zeros, stats.numel) if stats else "", justify="right"),
+        "dtype": Text(slot.dtype or ""),
+        "device": Text(slot.device or ""),
+    }
+    if slot.ratio is not None:  # an optimizer update: how far the step moved the weight
+        cells["Δ/w"] = Text(f"{slot.ratio:.2g}", style="cyan", justify="right")
+    return cells
+
+
+def note_name(note: Slot, width: int) -> Text:
+    """An optimizer's row read from its extra, its sentence after its name, cut at `width`."""
+    name = Text(f"{note.role} {note.path}", no_wrap=True)
+    if note.repr:
+        name.append(f"  {note.repr}", style="dim")
+    name.truncate(width, overflow="ellipsis")
+    return name
 
 
 def _share(part: int, whole: int) -> str:
@@ -146,9 +170,10 @@ class Inspector(RowTable):
         self.seq = 0
         self.slots: list[Slot] = []
         self.notes: list[Slot] = []  # an optimizer step's rows, under its slots
+        self.columns_shown = COLUMNS
 
     def on_mount(self) -> None:
-        self.add_columns(*HEADERS)
+        self.add_columns(*headers(self.columns_shown))
 
     def show(self, seq: int, slots: list[Slot], call: CallRecord | None = None) -> None:
         """The call's stored slots, then (for an optimizer step) rows read from its extra;
@@ -157,23 +182,27 @@ class Inspector(RowTable):
         self.notes = optimizer_rows(call) if call is not None else []
         self.border_title = inspector_title(call)
         # Stepping keeps the columns scrolled to in view (a gradient's std, step after
-        # step); the widths change with the rows, so the column is kept, not the offset.
-        column = self.first_column_in_view()
+        # step); the widths change with the rows, and an optimizer step's columns come in
+        # another order, so the column is kept by name, not the offset.
+        in_view = self.columns_shown[self.first_column_in_view()] if self.scroll_x else None
+        self.columns_shown = OPTIMIZER_COLUMNS if call is not None and call.kind == "optimizer" else COLUMNS
         # Columns too: their widths only grow, and one wide call would leave every later
         # call's table padded out past a narrow pane.
         self.clear(columns=True)
-        self.add_columns(*HEADERS)
-        for slot in slots:
-            self.add_row(*slot_cells(slot))
-        # An optimizer's rows never size the shape column: its settings (`0.1  momentum
-        # 0.9  nesterov`) widened it, and no gradient's figures were in view at 120 columns.
-        width = max([NOTE_WIDTH, *(len(shape(slot.shape)) for slot in slots if slot.is_tensor)])
+        self.add_columns(*headers(self.columns_shown))
+        rows = [slot_cells(slot, columns=self.columns_shown) for slot in slots]
+        for row in rows:
+            self.add_row(*row)
+        # An optimizer's rows never size a column: its settings (`0.1  momentum 0.9
+        # nesterov`) widened one, and no gradient's figures were in view at 120 columns.
+        width = max([NOTE_WIDTH, *(row[0].cell_len for row in rows)])
         for note in self.notes:
-            self.add_row(*slot_cells(note, width))
+            self.add_row(note_name(note, width), *[""] * (len(self.columns_shown) - 1))
         if not slots and not self.notes:
-            self.add_row(Text("no inputs or outputs recorded", style="dim italic"), *[""] * (len(COLUMNS) - 1))
-        if column:
-            self.call_after_refresh(self.scroll_to_column, column)
+            self.add_row(Text("no inputs or outputs recorded", style="dim italic"),
+                         *[""] * (len(self.columns_shown) - 1))
+        if in_view is not None:
+            self.call_after_refresh(self.scroll_to_column, self.columns_shown.index(in_view))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
