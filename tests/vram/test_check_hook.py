@@ -46,3 +46,25 @@ def test_caret_spans_the_code_of_the_line(tmp_path, capsys):
     assert lines[0].startswith(f"{train}:6:2: TV900 [info] fits on")
     assert lines[1].rstrip() == "     loss = model(torch.randn(8, 4)).pow(2).mean()"
     assert lines[2] == "     " + "^" * len("loss = model(torch.randn(8, 4)).pow(2).mean()")
+
+
+def test_a_script_the_estimator_fails_on_says_so_and_hides_no_other(fixture, tmp_path, monkeypatch):
+    """Sweep V: one script the estimator crashed on made `tvis check --gpu t4 .` print a
+    traceback and no finding at all."""
+    import tvis_tui.vram.check_hook as hook
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n")
+    real = hook.estimate
+
+    def estimate(path):
+        if str(path) == str(broken):
+            raise TypeError("boom")
+        return real(path)
+
+    monkeypatch.setattr(hook, "estimate", estimate)
+    found = vram_findings([str(broken), fixture("big_lm")], "a100-40gb")
+    assert [(f["path"], f["severity"], f["line"]) for f in found] == [
+        (str(broken), "info", 1), (fixture("big_lm"), "error", 40)]
+    assert found[0]["message"] == ("no estimate: internal error in the VRAM estimator: TypeError: boom "
+                                   "(please report it)")

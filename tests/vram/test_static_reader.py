@@ -484,3 +484,42 @@ for step in range(100):
     assert est.breakdown["gradients"] <= head * 4
     assert est.breakdown["optimizer_state"] == 2 * head * 4
     assert f"parameters not trained, of Sequential (line 2): {encoder:,}" in est.read
+
+
+GAN_HEAD = """\
+    import argparse
+    import numpy as np
+    import torch
+    from torch import nn
+    p = argparse.ArgumentParser()
+    p.add_argument("--img_size", type=int, default=28)
+    p.add_argument("--width", type=int, required=True)
+    opt = p.parse_args()
+    img_shape = (1, opt.img_size, opt.img_size)
+    G = nn.Sequential(nn.Linear(100, 128), nn.Linear(128, {out}), nn.Tanh())
+    optimizer = torch.optim.Adam(G.parameters())
+    for i in range(10):
+        optimizer.zero_grad()
+        loss = G(torch.randn(64, 100)).mean()
+        loss.backward()
+        optimizer.step()
+    """
+
+
+def test_a_layer_sized_by_numpy_prod_of_the_image_shape_is_counted(write):
+    """Sweep V: PyTorch-GAN's `nn.Linear(1024, int(np.prod(img_shape)))` ended the estimate
+    in a TypeError traceback."""
+    est = estimate(write("gan.py", GAN_HEAD.format(out="int(np.prod(img_shape))")))
+    assert est.breakdown["parameters"] == (100 * 128 + 128 + 128 * 784 + 784) * 4
+
+
+@pytest.mark.parametrize("argv, params", [((), 100 * 128 + 128), (("--width", "10"), 100 * 128 + 128 + 1290)])
+def test_a_layer_sized_by_a_required_argument_says_which_to_give(write, argv, params):
+    """Sweep V: super_resolution's `--upscale_factor` (required, no default) sized a Conv2d
+    and the estimate ended in a TypeError traceback."""
+    est = estimate(write("gan.py", GAN_HEAD.format(out="opt.width")), Settings(script_args=argv))
+    assert est.breakdown["parameters"] == params * 4
+    unread = [a for a in est.facts.assumed if a.startswith("size of Linear")]
+    assert unread == ([] if argv else [
+        "size of Linear at line 10 not readable (give --width, which the script requires, with "
+        "--script-args); its parameters and outputs are not counted"])

@@ -7,7 +7,8 @@
     ]
 
 Files without a model or a training step give no finding, nor do files that cannot be read
-or parsed (the checker reports those itself). An unknown GPU name raises TvisError with a
+or parsed (the checker reports those itself); one the estimator fails on gives an info
+finding that says so. An unknown GPU name raises TvisError with a
 one-line message. No torch import.
 """
 
@@ -34,6 +35,10 @@ def vram_findings(paths: Iterable[str | Path], gpu: str) -> list[dict]:
             result = estimate(path)
         except UnreadableScript:
             continue
+        except Exception as exc:  # a bug in the estimate must not hide every other finding
+            findings.append(_finding(path, 1, "info", f"no estimate: internal error in the VRAM "
+                                     f"estimator: {type(exc).__name__}: {exc} (please report it)"))
+            continue
         facts = result.facts
         if facts.no_model is not None or facts.model is None and not facts.optimizers:
             continue
@@ -46,11 +51,12 @@ def vram_findings(paths: Iterable[str | Path], gpu: str) -> list[dict]:
             if fixes:
                 message += (f"; biggest saving: {fixes[0].change} (saves "
                             f"{fixes[0].saves_bytes / GIB:.1f} GiB)")
-        line = facts.forward_line or facts.model_line or 1
-        column, end_column = line_span(Path(path), line)
-        findings.append({
-            "path": str(path), "line": line, "column": column, "end_column": end_column,
-            "rule": RULE, "severity": SEVERITY[verdict.word], "category": "memory",
-            "message": message,
-        })
+        findings.append(_finding(path, facts.forward_line or facts.model_line or 1,
+                                 SEVERITY[verdict.word], message))
     return findings
+
+
+def _finding(path: str | Path, line: int, severity: str, message: str) -> dict:
+    column, end_column = line_span(Path(path), line)
+    return {"path": str(path), "line": line, "column": column, "end_column": end_column,
+            "rule": RULE, "severity": severity, "category": "memory", "message": message}

@@ -133,7 +133,7 @@ def binary(it: Any, op: str, left: Any, right: Any, node: Node) -> Any:
     if isinstance(left, Tensor) or isinstance(right, Tensor):
         return it.api.tensor_binary(op, left, right, node)
     if isinstance(left, Unknown) or isinstance(right, Unknown):
-        return Unknown(f"operand of {op}")
+        return left if isinstance(left, Unknown) else right  # keeps why (`args.scale ** 2`)
     if op == "/" and isinstance(left, (int, float)) and right == 0:
         return Unknown("division by zero")
     return _BINARY[op](left, right)

@@ -12,7 +12,7 @@ from tree_sitter import Node
 
 from tvis_tui.vram.source import contains_call, named, read_tree, text, walk
 from tvis_tui.vram.values import (UNKNOWN, Instance, Loader, Module, Optimizer, Param,
-                                  Tensor, Unknown)
+                                  Required, Tensor, Unknown)
 
 BATCH_NAMES = re.compile(r"^(micro_?)?(train_)?batch(_?size)?$|^bs$|^per_device_train_batch_size$"
                          r"|^batch_size_per_(gpu|device)$", re.IGNORECASE)
@@ -127,8 +127,10 @@ class Facts:
     # model ----------------------------------------------------------------------------
     def on_layer(self, module: Module) -> Module:
         if module.config.get("unsized"):
-            self.assume(f"size of {module.kind} at line {module.line} not readable; "
-                        "its parameters are not counted")
+            required = next((v.why for v in module.config.values() if isinstance(v, Required)), None)
+            give = f" (give {required}, which the script requires, with --script-args)" if required else ""
+            self.assume(f"size of {module.kind} at line {module.line} not readable{give}; "
+                        "its parameters and outputs are not counted")
         if self.settings.dtype in ("float16", "bfloat16"):
             for p in module.params():
                 if p.dtype.startswith(("float", "bfloat")):  # as .half() does: counters stay int64

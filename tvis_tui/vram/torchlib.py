@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any, NoReturn
 
 from tree_sitter import Node
@@ -11,7 +12,7 @@ from tvis_tui.vram import known_models, layers, lightning
 from tvis_tui.vram.losses import LOSSES
 from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.values import (ITEMSIZE, UNKNOWN, Context, DType, Instance, Loader, Module,
-                                  Function, Native, Optimizer, Param, Ref, Tensor, Unknown)
+                                  Function, Native, Optimizer, Param, Ref, Required, Tensor, Unknown)
 
 _ALIASES = {"torch.float": "float32", "torch.half": "float16", "torch.double": "float64",
             "torch.long": "int64", "torch.int": "int32"}
@@ -35,8 +36,6 @@ def attribute(obj: Ref, name: str) -> Any:
     if obj.path == "torch" and (name in ITEMSIZE or path in _ALIASES):
         return DType(_ALIASES.get(path, name))
     if obj.path == "math":
-        import math
-
         return getattr(math, name, UNKNOWN)
     return Ref(path)
 
@@ -170,7 +169,15 @@ def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> An
         return _partial(args[0], args[1:], kwargs)
     if name == "chain" and parts[0] == "itertools":
         return [x for a in args for x in a] if all(isinstance(a, (list, tuple)) for a in args) else UNKNOWN
+    if name == "prod" and parts[0] in ("numpy", "np") and len(args) == 1:
+        return _prod(args[0])  # `Linear(1024, int(np.prod(img_shape)))`, a GAN's image size
     return _NOT_MINE
+
+
+def _prod(values: Any) -> Any:
+    if isinstance(values, (list, tuple)) and all(type(v) is int for v in values):
+        return math.prod(values)
+    return Unknown("numpy.prod")
 
 
 def _partial(fn: Any, bound: list, bound_kwargs: dict) -> Native:
@@ -307,6 +314,8 @@ def _add_argument(api: Any, dests: dict, args: list, kwargs: dict) -> None:
     long = next((f for f in flags if f.startswith("--")), flags[0] if flags else "")
     dest = kwargs.get("dest") or long.lstrip("-").replace("-", "_")
     default = kwargs.get("default", False if kwargs.get("action") == "store_true" else None)
+    if kwargs.get("required") is True and "default" not in kwargs:
+        default = Required(long or dest)
     dests[dest] = api.facts.override(dest, default)
 
 

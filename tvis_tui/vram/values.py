@@ -31,6 +31,11 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
+class Required(Unknown):
+    """An argument the script requires, with no default, that --script-args did not give
+    (`why` is its flag): a layer sized by it says which argument to give."""
+
+
 @dataclass(eq=False)
 class Tensor:
     """A tensor by shape and dtype. `base` is the tensor whose storage a view shares."""
@@ -47,7 +52,9 @@ class Tensor:
 
     @property
     def numel(self) -> int:
-        return math.prod(self.shape) if self.shape else 1
+        # A size the reader could not work out (a layer's width from an argument the
+        # script requires, with no default) counts nothing: the layer's assumption says so.
+        return math.prod(self.shape) if all(type(d) is int for d in self.shape) else 0
 
     @property
     def nbytes(self) -> int:
