@@ -10,7 +10,7 @@ from tvis_tui.check.context import Context
 from tvis_tui.check.findings import Category, Finding, Severity
 from tvis_tui.check.graph import carries_graph, flows_into
 from tvis_tui.check.rule import Rule
-from tvis_tui.check.syntax import identifiers, mentions, text, unwrap
+from tvis_tui.check.syntax import identifiers, mentions, returns_of, text, unwrap
 
 STORING_METHODS = {"append": 0, "extend": 0, "insert": 1, "add": 0, "appendleft": 0}
 """Container methods that keep their argument, and which positional argument that is."""
@@ -58,7 +58,9 @@ class GraphKeptAlive(Rule):
         followed. Storing inside `torch.no_grad()` is never reported, nor values computed
         there or by a frozen model (`requires_grad_(False)`, no optimizer over it).
         Collections that a later backward() differentiates (BPTT, REINFORCE, also through
-        `for log_prob, r in zip(saved, returns)`) are kept on purpose and not reported.
+        `for log_prob, r in zip(saved, returns)`) are kept on purpose and not reported, nor
+        is a local list a model's forward() returns (`torch.cat(outputs, dim=1)` of an RNN
+        unrolled over time steps).
     """
 
     id = "TV001"
@@ -93,8 +95,9 @@ class GraphKeptAlive(Rule):
 
 
 def _report(ctx: Context, node: Node, stored: Node, where: str) -> Iterator[Finding]:
+    holder = _root_name(where)
     if ctx.grad_disabled(node) or not carries_graph(ctx, stored, node) or \
-            _feeds_backward(ctx, _root_name(where), node):
+            _feeds_backward(ctx, holder, node) or _returned_by_forward(ctx, holder, node):
         return
     what = ctx.text(unwrap(stored)).split("\n", 1)[0]
     yield ctx.finding(node, f"`{what}` is kept with its autograd graph in `{where}` on every "
@@ -120,6 +123,21 @@ def _feeds_backward(ctx: Context, holder: str, after: Node) -> bool:
             if loss is not None and any(mentions(node, holder)
                                         for node in flows_into(ctx, loss, call.node)):
                 return True
+    return False
+
+
+def _returned_by_forward(ctx: Context, holder: str, after: Node) -> bool:
+    """Whether a model's forward() returns what it collected (an RNN unrolled over time
+    steps, `torch.cat(outputs, dim=1)`): the caller's backward differentiates it, and the
+    list dies when forward returns."""
+    function = ctx.function_of(after)
+    if "." in holder or function.kind != "function" or function.name != "forward":
+        return False
+    for ret in returns_of(function.node):
+        value = ret.named_children[0] if ret.named_children else None
+        if value is not None and ret.start_byte >= after.end_byte and \
+                any(mentions(node, holder) for node in flows_into(ctx, value, ret)):
+            return True
     return False
 
 
