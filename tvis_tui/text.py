@@ -16,3 +16,13 @@ def printable(text: str) -> str:
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
                    for c in text)
+
+
+def without_ansi(text: str) -> str:
+    """`text` without its terminal escape sequences (torch's `\x1b[1m` bold in an
+    exception's message): a one-line summary shows them raw, and they count as width."""
+    if "\x1b" not in text:
+        return text
+    from rich.text import Text  # rarely needed: not imported into a recorded script up front
+
+    return Text.from_ansi(text).plain

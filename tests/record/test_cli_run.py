@@ -120,6 +120,21 @@ def test_a_script_that_changes_its_folder_keeps_its_run_where_tvis_was_started(t
     assert sorted(p.name for p in (elsewhere / "runs").iterdir()) == ["r"]
 
 
+def test_a_crashs_summary_is_plain_text(tmp_path):
+    """Sweep V: torch's weights_only message bolds words; the one-line summary and the run's
+    exception carried the raw escapes."""
+    write_script(tmp_path, """
+        import torch
+        torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()
+        raise RuntimeError("load failed. \\x1b[1mOnly if trusted\\x1b[0m.\\nmore")
+    """)
+    proc = tvis_cli("run", "--name", "r", "train.py", cwd=tmp_path)
+    last = proc.stderr.splitlines()[-1]
+    assert last == "tvis: train.py:4: RuntimeError: load failed. Only if trusted. (run saved to runs/r)"
+    with RunReader(tmp_path / "runs" / "r") as run:
+        assert run.meta()["exception"] == "RuntimeError: load failed. Only if trusted."
+
+
 def test_module_mode_runs_like_python_dash_m(tmp_path):
     write_script(tmp_path, "", "pkg/__init__.py")
     write_script(tmp_path, """

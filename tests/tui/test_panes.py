@@ -399,6 +399,20 @@ async def test_x_on_a_caller_of_the_failing_call_shows_the_runs_traceback(tmp_pa
         assert "Traceback (most recent call last)" in screen_text(pilot.app)
 
 
+async def test_an_exceptions_terminal_escapes_are_drawn_as_styles(tmp_path):
+    """Sweep V: torch 2.13's weights_only message bolds words with escapes, which the
+    popup drew as characters, its border out of line."""
+    error = "UnpicklingError: Weights only load failed. \x1b[1mDo it only if you trust it.\x1b[0m"
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="/p/train.py", started_at="2026-12-02T09:30:00", status="running", host="h", pid=0)
+        w.close(status="crashed", exception=error, traceback=f"Traceback (most recent call last):\n{error}\n")
+    async with opened(tmp_path / "run", size=(120, 30)) as pilot:
+        await press(pilot, "x")
+        lines = [line for line in screen_text(pilot.app).splitlines() if "Weights only" in line]
+        assert len(lines) == 1 and "load failed. Do it only if you trust it." in lines[0], lines
+        assert "[1m" not in lines[0] and "\x1b" not in lines[0] and lines[0].rstrip().endswith("│")
+
+
 async def test_keys_that_cannot_move_are_greyed_and_say_why(healthy_run):
     async with opened(healthy_run, 39) as pilot:  # the last call
         screen = pilot.app.screen

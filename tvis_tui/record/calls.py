@@ -25,6 +25,7 @@ from tvis_tui.record.steps import StepTracker
 from tvis_tui.record.timing import CudaTimer, put_timed_call
 from tvis_tui.store.records import CallRecord, Site, Slot
 from tvis_tui.record.sink import WriterThread
+from tvis_tui.text import without_ansi
 
 
 def call_phase(stack: list["OpenCall"], own: str | None = None) -> str:
@@ -368,8 +369,9 @@ def _with_error_text(exc: BaseException, extra: dict[str, Any] | None) -> dict[s
 
 
 def first_line(text: str) -> str:
-    """The first line that says something ("\nshape mismatch" -> "shape mismatch")."""
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    """The first line that says something ("\nshape mismatch" -> "shape mismatch"), as
+    plain text (torch bolds words of its messages)."""
+    return next((line.strip() for line in without_ansi(text).splitlines() if line.strip()), "")
 
 
 def _describe(exc: BaseException) -> str:

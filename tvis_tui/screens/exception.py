@@ -25,7 +25,8 @@ class ExceptionScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="exception"):
-            yield Static(Text(self.text.rstrip("\n"), no_wrap=False))
+            # Its terminal escapes (torch bolds words) drawn as styles, not as characters.
+            yield Static(Text.from_ansi(self.text.rstrip("\n"), no_wrap=False))
 
     def on_mount(self) -> None:
         pane = self.query_one("#exception")
