@@ -523,3 +523,39 @@ def test_a_layer_sized_by_a_required_argument_says_which_to_give(write, argv, pa
     assert unread == ([] if argv else [
         "size of Linear at line 10 not readable (give --width, which the script requires, with "
         "--script-args); its parameters and outputs are not counted"])
+
+
+@pytest.mark.parametrize("cell, gates, returns", [("LSTMCell", 4, "h, c = "), ("GRUCell", 3, "h = "),
+                                                   ("RNNCell", 1, "h = ")])
+def test_recurrent_cells_unrolled_by_the_script_are_counted(write, cell, gates, returns):
+    """Sweep V: time_sequence_prediction's two LSTMCells were not counted: 52 parameters
+    of 32,284, listed as read from the script."""
+    state = "(h, c)" if cell == "LSTMCell" else "h"
+    est = estimate(write("cells.py", f"""\
+        import torch
+        from torch import nn
+        class Seq(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.{cell}(1, 51)
+                self.linear = nn.Linear(51, 1)
+            def forward(self, x):
+                h = c = torch.zeros(x.size(0), 51)
+                outs = []
+                for t in range(20):
+                    {returns}self.cell(x[:, t:t + 1], {state})
+                    outs.append(self.linear(h))
+                return torch.cat(outs, dim=1)
+        model = Seq()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(64, 20)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """))
+    cell_params = gates * 51 * (1 + 51 + 2)
+    assert est.breakdown["parameters"] == (cell_params + 52) * 4
+    # each of the 20 steps keeps its input, its state and its gates
+    assert est.breakdown["activations"] >= 20 * 64 * (1 + 51 + gates * 51) * 4
+    assert not est.facts.assumed or all("not readable" not in a for a in est.facts.assumed)

@@ -172,6 +172,19 @@ def _rnn(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) 
     return (out, state)
 
 
+def _rnn_cell(tape: Tape, m: Module, x: Tensor, args: list, kwargs: dict, line: int) -> Any:
+    """One time step: its input, its state and its gates are kept for backward; an
+    LSTMCell returns (h, c), the others h."""
+    h, gates = m.config.get("hidden_size", 1), RNN_GATES[m.kind]
+    batch = x.shape[:-1]
+    dtype = layer_dtype(tape, "linear", x, m)
+    out = Tensor(batch + (h,), dtype)
+    state = Tensor(batch + (h,), dtype)
+    saved = [tape.cast(x, dtype), Tensor(batch + (h,), dtype), Tensor(batch + (gates * h,), dtype)]
+    tape.record(m.kind, [x], [out, state] if m.kind == "LSTMCell" else [out], saved, params_of(m), line)
+    return (out, state) if m.kind == "LSTMCell" else out
+
+
 def params_of_tree(m: Module) -> list:
     return [p for p in m.params() if not p.buffer]
 
@@ -233,6 +246,7 @@ _FORWARD = {
     "Dropout": _dropout, "MaxPool": _pool, "AvgPool": _pool, "AdaptiveAvgPool": _pool,
     "AdaptiveMaxPool": _pool, "Flatten": _flatten, "Upsample": _upsample,
     "Softmax": _softmax, "LSTM": _rnn, "GRU": _rnn, "RNN": _rnn,
+    "LSTMCell": _rnn_cell, "GRUCell": _rnn_cell, "RNNCell": _rnn_cell,
     "MultiheadAttention": _mha, "TransformerEncoderLayer": _encoder_layer,
     "TransformerEncoder": _encoder,
 }

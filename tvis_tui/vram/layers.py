@@ -37,6 +37,8 @@ for _d in "123":
     SIGNATURES[f"MaxPool{_d}d"] = SIGNATURES[f"AvgPool{_d}d"] = SIGNATURES["MaxPool2d"]
 for _n in ("GRU", "RNN"):
     SIGNATURES[_n] = SIGNATURES["LSTM"]
+for _n in ("LSTMCell", "GRUCell", "RNNCell"):  # one time step, the loop the script's own
+    SIGNATURES[_n] = ("input_size", "hidden_size", "bias")
 for _n in ("AdaptiveAvgPool1d", "AdaptiveMaxPool2d"):
     SIGNATURES[_n] = SIGNATURES["AdaptiveAvgPool2d"]
 
@@ -45,7 +47,7 @@ ACTIVATIONS = {"ReLU": "relu", "GELU": "gelu", "SiLU": "silu", "Tanh": "tanh",
                "Softplus": "softplus", "Hardswish": "hardswish", "ReLU6": "relu6",
                "Identity": "identity", "PReLU": "prelu", "LogSigmoid": "logsigmoid"}
 
-RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1, "LSTMCell": 4, "GRUCell": 3, "RNNCell": 1}
 
 RNN_CPU_BACKWARD_OUTPUTS = 2.4
 """GRU and RNN backward on CPU (torch's unrolled kernel) holds per-step gradient buffers
@@ -156,6 +158,14 @@ def _rnn(m: Module, c: dict) -> None:
                 m.attrs["bias_hh" + sfx] = Param((gates * h,))
 
 
+def _cell(m: Module, c: dict) -> None:
+    i, h, gates = c.get("input_size"), c.get("hidden_size"), RNN_GATES[m.kind]
+    if _ints(i, h):
+        m.attrs["weight_ih"], m.attrs["weight_hh"] = Param((gates * h, i)), Param((gates * h, h))
+        if c.get("bias", True) is not False:
+            m.attrs["bias_ih"], m.attrs["bias_hh"] = Param((gates * h,)), Param((gates * h,))
+
+
 def _mha(m: Module, c: dict) -> None:
     e = c.get("embed_dim")
     if _ints(e):
@@ -183,6 +193,7 @@ def _encoder(m: Module, c: dict) -> None:
 _MAKERS: dict[str, Callable[[Module, dict], None]] = {
     "Linear": _linear, "LayerNorm": _norm, "RMSNorm": _norm, "GroupNorm": _norm,
     "Embedding": _embedding, "LSTM": _rnn, "GRU": _rnn, "RNN": _rnn,
+    "LSTMCell": _cell, "GRUCell": _cell, "RNNCell": _cell,
     "MultiheadAttention": _mha, "TransformerEncoderLayer": _encoder_layer,
     "TransformerEncoder": _encoder,
 }
