@@ -712,6 +712,24 @@ async def test_a_column_scrolled_to_stays_in_view_into_an_optimizer_step(tmp_pat
         assert "std" in header and "histogram" not in header, header
 
 
+async def test_stepping_from_an_optimizers_own_column_to_a_module_call(tmp_path):
+    """The update/weight ratio column is an optimizer step's alone: scrolled to it, a step
+    back to a module call keeps no column, and the table starts at its name."""
+    path = _optimizer_run(tmp_path / "run", _grad("Net.fc.weight", role="update", ratio=0.02),
+                          module_call=True)
+    async with opened(path, 2, size=(80, 30)) as pilot:
+        pilot.app.screen.query_one(Inspector).focus()
+        for _ in range(6):
+            if _inspector_lines(pilot)[0].replace("‹", " ").split()[1] == "Δ/w":
+                break
+            await press(pilot, "right")
+        assert _inspector_lines(pilot)[0].replace("‹", " ").split()[1] == "Δ/w"
+        pilot.app.screen.query_one(CallTree).focus()
+        await press(pilot, "S")
+        assert "forward" in screen_text(pilot.app).splitlines()[-2]
+        assert _inspector_lines(pilot)[0].split()[:2] == ["name", "shape"]
+
+
 async def test_a_step_that_kept_only_its_worst_losses_says_so(healthy_run):
     async with opened(healthy_run, 3) as pilot:  # step 1: per-sample values not stored
         await press(pilot, "p")

@@ -201,7 +201,7 @@ class Inspector(RowTable):
         if not slots and not self.notes:
             self.add_row(Text("no inputs or outputs recorded", style="dim italic"),
                          *[""] * (len(self.columns_shown) - 1))
-        if in_view is not None:
+        if in_view in self.columns_shown:  # not an optimizer's Δ/w, stepping to a module
             self.call_after_refresh(self.scroll_to_column, self.columns_shown.index(in_view))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
