@@ -31,6 +31,13 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
+def numel(shape: tuple) -> int:
+    """Elements of a tensor of `shape`. A size the reader could not work out (a layer's
+    width from an argument the script requires, with no default) counts nothing: the
+    layer's assumption says so."""
+    return math.prod(shape) if all(type(d) is int for d in shape) else 0
+
+
 class Required(Unknown):
     """An argument the script requires, with no default, that --script-args did not give
     (`why` is its flag): a layer sized by it says which argument to give."""
@@ -52,9 +59,7 @@ class Tensor:
 
     @property
     def numel(self) -> int:
-        # A size the reader could not work out (a layer's width from an argument the
-        # script requires, with no default) counts nothing: the layer's assumption says so.
-        return math.prod(self.shape) if all(type(d) is int for d in self.shape) else 0
+        return numel(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -72,7 +77,7 @@ class Param:
 
     @property
     def numel(self) -> int:
-        return math.prod(self.shape) if self.shape else 1
+        return numel(self.shape)
 
     def as_tensor(self) -> Tensor:
         return Tensor(self.shape, self.dtype, self.trainable and not self.buffer)
