@@ -861,22 +861,72 @@ print(repr(loss1.item()), repr(loss2.item()))
     assert step.loss == pytest.approx(l1 + l2, rel=1e-12) and "losses_not_applied" not in step.extra
 
 
-def test_step_loss_keeps_the_losses_of_each_optimizers_own_gradients(run_inprocess, capsys):
-    # G's zero_grad() between D's step and G's backward does not drop D's loss.
+def test_each_optimizer_keeps_the_loss_of_its_own_gradients_never_their_sum(run_inprocess, capsys):
+    # DCGAN's shape: D applies its real and fake losses, G one of its own; G's zero_grad()
+    # between D's step and G's backward does not drop D's loss. D + G is no loss at all:
+    # the step's is the first optimizer's, each one's in extra["optimizer_losses"].
     code, run = run_inprocess(HEADER + """
-d, g = nn.Linear(2, 1), nn.Linear(2, 2)
-opt_d, opt_g = torch.optim.SGD(d.parameters(), lr=0.1), torch.optim.SGD(g.parameters(), lr=0.1)
+class Critic(nn.Linear): pass
+class Maker(nn.Linear): pass
+d, g = Critic(2, 1), Maker(2, 2)
+opt_d, opt_g = torch.optim.SGD(d.parameters(), lr=0.1), torch.optim.Adam(g.parameters(), lr=0.1)
 for i in range(2):
-    opt_d.zero_grad(); ld = d(g(torch.randn(4, 2)).detach()).mean(); ld.backward(); opt_d.step()
-    opt_g.zero_grad(); lg = -d(g(torch.randn(4, 2))).mean(); lg.backward(); opt_g.step()
-    print(repr(ld.item()), repr(lg.item()))
+    opt_d.zero_grad()
+    real = d(torch.randn(4, 2)).mean(); real.backward()
+    fake = -d(g(torch.randn(4, 2)).detach()).mean(); fake.backward()
+    opt_d.step()
+    opt_g.zero_grad(); lg = d(g(torch.randn(4, 2))).mean(); lg.backward(); opt_g.step()
+    print(repr(real.item()), repr(fake.item()), repr(lg.item()))
 """)
     assert code == 0
     printed = [[float(v) for v in line.split()] for line in capsys.readouterr().out.splitlines()]
     steps = run.steps()
     assert [s.extra["losses"] for s in steps] == printed
-    assert [s.loss for s in steps] == [pytest.approx(sum(p), rel=1e-12) for p in printed]
+    assert [s.loss for s in steps] == [pytest.approx(r + f, rel=1e-12) for r, f, _ in printed]
+    for step, (r, f, lg) in zip(steps, printed):
+        optimizers = {c.name: c.seq for c in run.calls(step.first_seq, step.last_seq) if c.kind == "optimizer"}
+        assert step.extra["optimizer_losses"] == [
+            {"optimizer": "SGD", "model": "Critic", "seq": optimizers["SGD"], "loss": pytest.approx(r + f, rel=1e-12)},
+            {"optimizer": "Adam", "model": "Maker", "seq": optimizers["Adam"], "loss": pytest.approx(lg, rel=1e-12)}]
     assert not any("losses_not_applied" in s.extra for s in steps)
+
+
+def test_optimizers_over_parts_of_one_model_are_told_apart_by_the_part(run_inprocess, capsys):
+    # Actor-critic with an optimizer per head, each head its own loss.
+    code, run = run_inprocess(HEADER + """
+class Agent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.actor, self.critic = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)), nn.Linear(2, 1)
+agent = Agent()
+actor_opt = torch.optim.SGD(agent.actor.parameters(), lr=0.1)
+critic_opt = torch.optim.SGD(agent.critic.parameters(), lr=0.1)
+x = torch.randn(4, 2)
+actor_opt.zero_grad(); la = agent.actor(x).pow(2).mean(); la.backward(); actor_opt.step()
+critic_opt.zero_grad(); lc = agent.critic(x).pow(2).mean(); lc.backward(); critic_opt.step()
+print(repr(la.item()), repr(lc.item()))
+""")
+    assert code == 0
+    la, lc = map(float, capsys.readouterr().out.split())
+    (step,) = run.steps()
+    assert [(o["model"], o["loss"]) for o in step.extra["optimizer_losses"]] == [
+        ("agent.actor", la), ("agent.critic", lc)]  # the roots the script called
+    assert step.loss == la
+
+
+def test_optimizers_applying_one_loss_share_it(run_inprocess, capsys):
+    # An encoder's optimizer and a head's, one loss between them: it is the step's, once.
+    code, run = run_inprocess(HEADER + """
+model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+opts = [torch.optim.SGD(model[0].parameters(), lr=0.1), torch.optim.SGD(model[1].parameters(), lr=0.1)]
+for o in opts: o.zero_grad()
+loss = model(torch.randn(4, 2)).pow(2).mean(); loss.backward()
+for o in opts: o.step()
+print(repr(loss.item()))
+""")
+    assert code == 0
+    (step,) = run.steps()
+    assert step.loss == float(capsys.readouterr().out) and "optimizer_losses" not in step.extra
 
 
 def test_several_losses_backward_at_once_are_the_steps_loss(run_inprocess, capsys):

@@ -243,3 +243,28 @@ async def test_the_measures_wrap_whole_in_80_columns(tmp_path):
         at = next(i for i, line in enumerate(lines) if "peak: live tensor storage seen by" in line)
         assert lines[at + 1].split() == ["tvis"]  # its wrapped end, then the plot
         assert "loss per step" in lines[at + 2]
+
+
+async def test_a_gan_step_shows_each_optimizers_loss_and_plots_one_line_each(tmp_path):
+    # D's loss plus G's is no loss: the status line, the call tree and the step view give
+    # each, and the plot draws each through the steps it took (a critic-only step too).
+    with RunWriter(tmp_path / "run") as w:
+        w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
+        for step in (1, 2, 3):
+            write_step(w, step, np.random.default_rng(0))
+            base = (step - 1) * CALLS_PER_STEP
+            apart = [{"optimizer": "Adam", "model": "Discriminator", "seq": base + 14, "loss": 1.3 - 0.1 * step}]
+            if step != 2:
+                apart.append({"optimizer": "Adam", "model": "Generator", "seq": base + 15, "loss": 0.6 * step})
+            w.put_step(StepRecord(step=step, first_seq=base + 1, last_seq=base + CALLS_PER_STEP,
+                                  loss=apart[0]["loss"], extra={"optimizer_losses": apart}))
+        w.close(status="ok", steps_recorded=3)
+    async with opened(tmp_path / "run", 2, size=(120, 40)) as pilot:
+        text = screen_text(pilot.app)
+        assert "step 1 (loss Discriminator 1.2, Generator 0.6)" in text  # the status line
+        assert "step 3  loss 1, 1.8" in text  # the call tree, in the order they stepped
+        assert "step 2  loss 1.1" in text  # only D stepped: one loss, its own
+        await press(pilot, "p")
+        text = screen_text(pilot.app)
+        assert "step 1  loss Discriminator 1.2, Generator 0.6" in text
+        assert "Discriminator" in text.split("loss per step")[1] and "Generator" in text.split("loss per step")[1]

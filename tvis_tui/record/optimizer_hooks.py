@@ -22,6 +22,7 @@ from tvis_tui.record.hook_base import HookBase, eager
 from tvis_tui.record.orphan_params import bare_parameters, orphans
 from tvis_tui.record.param_totals import norm_together
 from tvis_tui.record.slots import MAX_SLOTS
+from tvis_tui.record.steps import common_part
 from tvis_tui.record.updates import NAMES_LISTED, given_names, named, params as optimizer_params
 
 
@@ -95,6 +96,7 @@ class OptimizerHooks(HookBase):
     def _close_optimizer(self, opt: Any, ended: int) -> None:
         call = self.log.innermost(id(opt))
         ps = optimizer_params(opt)
+        site, who = None, None
         if call is not None:
             self._put_closure_gradients(call.record.seq)  # a closure that never ran backward
             extra = self.updates.after_step(opt, call.record.seq)
@@ -112,8 +114,10 @@ class OptimizerHooks(HookBase):
                 extra["unlisted"] = unlisted
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, iter(stepped), role="param", extra=extra)
+            site, model = call.record.call_site, common_part([name for name, _ in stepped])
+            who = {"seq": call.record.seq, **({"model": model} if model else {})}
         self.stale.after_step(ps)
-        self.steps.after_optimizer_step(opt, call.record.call_site if call is not None else None)
+        self.steps.after_optimizer_step(opt, site, who)
 
     def _gradients(self, opt: Any) -> Iterator[tuple[str, torch.Tensor]]:
         """(name, .grad) of the optimizer's parameters that have one."""

@@ -100,6 +100,8 @@ class StepTracker:
         self._zeroed_at: dict[int, int] = {}
         self._zeroed: set[int] = set()  # parameters zeroed since the last loss
         self._applied: set[int] = set()
+        # Per optimizer step: who stepped ({"optimizer", "model", "seq"}) and the losses it applied.
+        self._applied_by: list[tuple[dict[str, Any], range]] = []
         self._extra: dict[str, Any] = {}  # what other parts of the recorder add (note_extra)
         self._sources: set[int] = set()  # ids of the DataLoader iterators that fed this step
         self._phase_ns = dict.fromkeys(PHASES, 0)
@@ -200,13 +202,17 @@ class StepTracker:
             self._born[optimizer] = self.steps_taken
         self.optimizers.add(optimizer)
 
-    def after_optimizer_step(self, optimizer: Any, site: Any = None) -> bool:
+    def after_optimizer_step(self, optimizer: Any, site: Any = None,
+                             who: dict[str, Any] | None = None) -> bool:
         """True when this optimizer step ended the step. `site`: where the script called
-        `step()` (None: not known)."""
+        `step()` (None: not known); `who`: the step's call and the model it updated
+        (`{"seq", "model"}`), for the step's loss per optimizer."""
         self._memory.see_optimizer(optimizer)  # its state exists from its first step on
         self._stepped.add(id(optimizer))
         with self._lock:
-            self._applied.update(range(self._zeroed_at.get(id(optimizer), 0), len(self._losses)))
+            applied = range(self._zeroed_at.get(id(optimizer), 0), len(self._losses))
+            self._applied.update(applied)
+            self._applied_by.append(({"optimizer": type(optimizer).__name__, **(who or {})}, applied))
         self.steps_taken += 1
         self._last_step[optimizer] = (self.steps_taken, site)
         live = list(self.optimizers)
@@ -316,9 +322,14 @@ class StepTracker:
                      if self._applied and not self._closure_losses else [])
         if unapplied:
             extra["losses_not_applied"] = unapplied
+        loss = _step_loss(self._losses, self._closure_losses, unapplied)
+        apart = [] if self._closure_losses else losses_apart(self._losses, self._applied_by, len(self.optimizers))
+        if apart:  # a GAN's: D's loss and G's, never their sum
+            extra["optimizer_losses"] = apart
+            loss = apart[0]["loss"]
         record = StepRecord(
             step=self.step, first_seq=self._first or 0, last_seq=self._last,
-            loss=_step_loss(self._losses, self._closure_losses, unapplied), rule=rule,
+            loss=loss, rule=rule,
             phase_ns=phases, peak_bytes=peak, complete=complete, extra=extra)
         if self._gpu_events:
             self._writer.defer(put_timed_step, record, self._gpu_events)
@@ -384,3 +395,38 @@ def _step_loss(losses: list[float], in_closure: int, unapplied: list[int]) -> fl
     if in_closure:
         return losses[len(losses) - in_closure]
     return sum(v for i, v in enumerate(losses) if i not in unapplied)
+
+
+def losses_apart(losses: list[float], applied_by: list[tuple[dict[str, Any], range]],
+                 optimizers: int) -> list[dict[str, Any]]:
+    """Where optimizers each applied losses of their own (a GAN's discriminator its real
+    and fake losses, its generator one more), each optimizer step with the sum of its
+    losses, in the order they stepped; [] where any two applied the same loss (one loss
+    over two models' optimizers: it is the step's). A step where one of the run's
+    `optimizers` stepped alone (a WGAN critic's step without its generator's) names it
+    too, so that the plot of each one's loss goes through it."""
+    ranges = [(who, r) for who, r in applied_by if len(r)]
+    if not ranges or (len(ranges) == 1 and optimizers < 2):
+        return []
+    seen: set[int] = set()
+    for _, r in ranges:
+        if seen.intersection(r):
+            return []
+        seen.update(r)
+    apart = [{**who, "loss": sum(losses[i] for i in r)} for who, r in ranges]
+    roots = [str(a.get("model", "")).split(".")[0] for a in apart]
+    if all(roots) and len(set(roots)) == len(roots):  # `Generator`, not `Generator.main`
+        apart = [{**a, "model": root} for a, root in zip(apart, roots)]
+    return apart
+
+
+def common_part(names: list[str]) -> str | None:
+    """The part of a model these parameter names share (`Net.critic` for
+    `Net.critic.0.weight` and `Net.critic.2.bias`); None where they share no model."""
+    parts = [name.split(".")[:-1] for name in names]
+    shared: list[str] = []
+    for level in zip(*parts) if parts else ():
+        if len(set(level)) > 1:
+            break
+        shared.append(level[0])
+    return ".".join(shared) or None

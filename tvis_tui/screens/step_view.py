@@ -25,7 +25,8 @@ from tvis_tui.store.listing import byte_unit
 from tvis_tui.store.parameters import optimizer_calls, step_lrs
 from tvis_tui.store.samples import batch_tokens_of, predictions, samples
 from tvis_tui.store.step_details import (broadcast_shapes, chance_loss, eval_layers, fed_probabilities,
-                                         loss_seq_of, sample_losses, step_batch)
+                                         loss_label, loss_seq_of, optimizer_losses, sample_losses,
+                                         step_batch)
 from tvis_tui.widgets.format import number, time_unit
 from tvis_tui.widgets.row_table import RowTable
 from tvis_tui.widgets.sample_pane import SamplePane
@@ -175,9 +176,11 @@ class StepScreen(Screen[None]):
     def _plot(self, steps: list[StepRecord]) -> None:
         widget = self.query_one(PlotextPlot)
         title, value_of, unit_of = PLOTTED[self.plotted]
-        values = [(s.step, value_of(s)) for s in steps if s.complete]
+        series = self._series(steps, value_of)
+        values = [v for _, line in series for v in line]
         unit, scale = unit_of(max((abs(y) for _, y in values if y is not None and math.isfinite(y)), default=0))
-        values = [(x, y / scale if y is not None else None) for x, y in values]
+        series = [(name, [(x, y / scale if y is not None else None) for x, y in line]) for name, line in series]
+        values = [v for _, line in series for v in line]
         chance = self.chance if self.plotted == "loss" else None
         widget.border_title = (title.format(unit=unit)
                                + (f", yellow: chance level {number(chance[0])} ({chance[1]})" if chance else "")
@@ -188,17 +191,19 @@ class StepScreen(Screen[None]):
         points = [(x, y) for x, y in values if y is not None and math.isfinite(y)]
         if points and chance:  # drawn first: the loss goes over it where they meet
             plt.hline(chance[0], "yellow")
-        if points:
-            plt.plot([x for x, _ in points], [y for _, y in points], marker="braille")
-            here = [(x, y) for x, y in points if x == self.step]
+        for name, line in series:
+            drawn = [(x, y) for x, y in line if y is not None and math.isfinite(y)]
+            if drawn:
+                plt.plot([x for x, _ in drawn], [y for _, y in drawn], marker="braille", label=name or None)
+            here = [(x, y) for x, y in drawn if x == self.step]
             if here:
                 plt.scatter([here[0][0]], [here[0][1]], marker="●", color="red")
-        bad = [x for x, y in values if y is not None and not math.isfinite(y)]
+        bad = sorted({x for x, y in values if y is not None and not math.isfinite(y)})
         measured = any(y is not None for _, y in values)
         plt.title(f"no {'finite ' if measured else ''}{self.plotted} recorded" if not points else
                   f"NaN/Inf {self.plotted} at step {', '.join(map(str, bad[:5]))}" if bad else "")
         plt.xlabel("step")
-        xs = [x for x, _ in points]
+        xs = sorted({x for x, _ in points})
         if xs:  # steps are whole numbers: ticks at some of them, not at 1.50
             every = max(1, math.ceil(len(xs) / 10))
             plt.xticks(xs[::every])
@@ -213,6 +218,19 @@ class StepScreen(Screen[None]):
             elif log or max(abs(y) for y in ys) >= LONG_LABELS:
                 plt.yticks(*y_ticks(min(ys), max(ys), log))
         widget.refresh()
+
+    def _series(self, steps: list[StepRecord], value_of: Callable[[StepRecord], float | None]
+                ) -> list[tuple[str, list[tuple[int, float | None]]]]:
+        """The lines plotted, each named: one, or a loss per optimizer where they applied
+        their own (a GAN's D and G: their sum is no loss), each through the steps it took."""
+        complete = [s for s in steps if s.complete]
+        if self.plotted == "loss":
+            apart = [(s.step, optimizer_losses(s)) for s in complete]
+            names = list(dict.fromkeys(name for _, losses in apart for name, _ in losses))
+            if len(names) > 1:
+                return [(name, [(x, dict(losses)[name]) for x, losses in apart if name in dict(losses)])
+                        for name in names]
+        return [("", [(s.step, value_of(s)) for s in complete])]
 
     def _next_plotted(self) -> str:
         names = list(PLOTTED)
@@ -327,8 +345,9 @@ def _title(loaded: _Loaded) -> Text:
     which a narrow screen cuts first."""
     step, this, record, lrs, evaluating = loaded.step, loaded.this, loaded.record, loaded.lrs, loaded.evaluating
     title = Text(f"step {step}", style="bold")
-    if this is not None and this.loss is not None:
-        title.append(f"  loss {number(this.loss)}")
+    loss = loss_label(this)
+    if this is not None and loss is not None:
+        title.append(f"  loss {loss}")
         left_out = this.extra.get("losses_not_applied")
         if left_out:  # the script's printed loss may be one of these (SAM's first pass)
             title.append(f" (of {len(this.extra.get('losses', ()))} backward losses, "

@@ -232,6 +232,7 @@ class StepRecord(_Wire):
         "wall_ns": int, "tvis_overhead_ns": int, "phase_clock": str, "peak_method": str,
         "peak_phase_bytes": dict[str, int], "optimizer_step_skipped": str,
         "losses": list[float | None], "losses_not_applied": list[int],
+        "optimizer_losses": list[{"optimizer": str, "model": str, "seq": U64, "loss": float}],
         "eval_while_training": list[str],
         "per_sample_loss": {"seq": U64, "count": int, "worst": list[tuple[int, float]], "probabilities": bool,
                             "broadcast": {"input": list[int], "target": list[int], "shape": list[int]}},

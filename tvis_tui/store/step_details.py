@@ -1,7 +1,7 @@
 """What a step record says beyond its numbers, as the step view shows it:
 each sample's loss, the batch the loss was computed on, the BatchNorm/Dropout layers
-trained in eval mode, the calls that cut the graph, and a loss that broadcast its input or
-was fed probabilities.
+trained in eval mode, the calls that cut the graph, a loss that broadcast its input or
+was fed probabilities, and each optimizer's loss where they applied losses apart.
 
 Each reads the step record's `extra` as the recorder wrote it (docs/store-format.md) and
 checks types: a damaged run leaves a finding out, it does not raise.
@@ -108,6 +108,27 @@ def chance_loss(prediction: dict[str, Any] | None, step: StepRecord | None) -> t
     if loss in CLASS_LOSSES and kind in ("classes", "tokens") and type(classes) is int and classes >= 2:
         return math.log(classes), f"ln {classes}: every class alike"
     return None
+
+
+def optimizer_losses(step: StepRecord | None) -> list[tuple[str, float]]:
+    """Each optimizer's own loss where optimizers applied losses apart (a GAN's D and G),
+    as (what it trained: a model, or a part of one; else the optimizer's class, loss) in
+    the order they stepped; [] where the step's loss is one (record/steps.py)."""
+    listed = step.extra.get("optimizer_losses") if step is not None else None
+    if not isinstance(listed, list):
+        return []
+    return [(str(o.get("model") or o.get("optimizer") or "?"), o["loss"]) for o in listed
+            if isinstance(o, dict) and isinstance(o.get("loss"), (int, float))]
+
+
+def loss_label(step: StepRecord | None, named: bool = True) -> str | None:
+    """The step's loss as the screens print it: `1.132`, or each optimizer's where
+    several applied their own (`Discriminator 1.384, Generator 0.6931`; `1.384, 0.6931`
+    unless `named`, where the room is short); None when it has none."""
+    apart = optimizer_losses(step)
+    if len(apart) > 1:
+        return ", ".join(f"{name} {value:.4g}" if named else f"{value:.4g}" for name, value in apart)
+    return None if step is None or step.loss is None else f"{step.loss:.4g}"
 
 
 def graph_cuts(step: StepRecord | None) -> list[tuple[int, str]]:

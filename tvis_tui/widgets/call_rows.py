@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from tvis_tui.screens.stepping import Stepper
 from tvis_tui.store import CallRecord, PhaseSpan
+from tvis_tui.store.step_details import loss_label
 
 PAGE = 100
 """Children read per expansion; the rest wait behind a "more" row."""
@@ -31,7 +32,7 @@ class Row:
     expanded: bool = False
     call: CallRecord | None = None
     span: PhaseSpan | None = None
-    loss: float | None = None
+    loss: str | None = None  # the step's, as loss_label prints it
     unfinished: bool = False
     """A step with no optimizer step at its end (yet): cut short by a crash, still being
     recorded, or what the script did after its last step (the loader running out of data)."""
@@ -68,7 +69,7 @@ class CallRows:
         with self._lock:
             self.rows = tuple(
                 Row(("step", n), 0, expandable=True, span=(self.reader.phases(n) or [None])[0],
-                    loss=records[n].loss if n in records else None,
+                    loss=loss_label(records.get(n), named=False),  # the status line names them
                     unfinished=n not in records or not records[n].complete)
                 for n in self.reader.phase_steps()
             )

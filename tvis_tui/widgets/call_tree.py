@@ -32,7 +32,7 @@ def row_label(row: Row, width: int | None = None) -> Text:
         if row.unfinished:
             text.append("  unfinished", style="dim italic")
         if row.loss is not None:
-            text.append(f"  loss {row.loss:.4g}", style="dim")
+            text.append(f"  loss {row.loss}", style="dim")
     elif kind == "phase" and row.span is not None:
         text.append(row.span.phase, style=phase_style(row.span.phase))
         text.append(f"  #{row.span.first_seq}-{row.span.last_seq}", style="dim")

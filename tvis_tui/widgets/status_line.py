@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tvis_tui.store import CallRecord, StepRecord
-from tvis_tui.store.step_details import graph_cuts
+from tvis_tui.store.step_details import graph_cuts, loss_label
 from tvis_tui.widgets.format import duration, phase_style
 
 
@@ -27,8 +27,9 @@ def status_text(run: str, call: CallRecord, total: int, step: StepRecord | None,
         text.append(f"{'  ' if text else ''}call {call.seq:,} of {total:,}")
         text.append(f"  raised: {_first_line(call.error)}", style="bold red")
     text.append(f"  step {call.step}")
-    if step is not None and step.loss is not None:
-        text.append(f" (loss {step.loss:.4g})", style="dim")
+    loss = loss_label(step)
+    if loss is not None:
+        text.append(f" (loss {loss})", style="dim")
     text.append("  ")
     text.append(call.phase, style=phase_style(call.phase))
     if not call.error:
