@@ -57,10 +57,10 @@ def test_a_script_the_estimator_fails_on_says_so_and_hides_no_other(fixture, tmp
     broken.write_text("import torch\n")
     real = hook.estimate
 
-    def estimate(path):
+    def estimate(path, settings=None):
         if str(path) == str(broken):
             raise TypeError("boom")
-        return real(path)
+        return real(path, settings)
 
     monkeypatch.setattr(hook, "estimate", estimate)
     found = vram_findings([str(broken), fixture("big_lm")], "a100-40gb")

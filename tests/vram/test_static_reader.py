@@ -559,3 +559,73 @@ def test_recurrent_cells_unrolled_by_the_script_are_counted(write, cell, gates, 
     # each of the 20 steps keeps its input, its state and its gates
     assert est.breakdown["activations"] >= 20 * 64 * (1 + 51 + gates * 51) * 4
     assert not est.facts.assumed or all("not readable" not in a for a in est.facts.assumed)
+
+
+MNIST = """\
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from torchvision import datasets, transforms
+    {imports}
+
+    def train(model, loader, opt):
+        for {loop}:
+            opt.zero_grad()
+            F.nll_loss(F.log_softmax(model(data), 1), target).backward()
+            opt.step()
+
+    def main():
+        train_kwargs = {{'batch_size': 64}}
+        test_kwargs = {{'batch_size': 1000}}
+        tf = transforms.Compose([transforms.ToTensor()])
+        train_loader = torch.utils.data.DataLoader(datasets.MNIST('../data', train=True, transform=tf), **train_kwargs)
+        test_loader = torch.utils.data.DataLoader(datasets.MNIST('../data', train=False, transform=tf), **test_kwargs)
+        model = nn.Sequential(nn.Conv2d(1, 32, 3, 1), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 26 * 26, 10))
+        opt = torch.optim.Adadelta(model.parameters(), lr=1.0)
+        train(model, train_loader, opt)
+
+    main()
+    """
+
+
+@pytest.mark.parametrize("imports, loop", [
+    ("", "batch_idx, (data, target) in enumerate(loader)"),
+    ("from tqdm import tqdm", "data, target in tqdm(loader, desc='train')"),
+    ("from tqdm import tqdm", "i, (data, target) in enumerate(tqdm(loader))"),
+])
+def test_a_loader_wrapped_in_enumerate_or_a_progress_bar_gives_its_batch(write, imports, loop):
+    # pytorch/examples' mnist: its batch was not followed through enumerate(), and the
+    # model was fed 1000x1x224x224, the test loader's batch size at ImageNet's size (sweep V).
+    est = estimate(write("mnist.py", MNIST.format(imports=imports, loop=loop)))
+    assert est.facts.inputs[0].shape == (64, 1, 28, 28) and not est.facts.input_assumed
+    assert est.confidence == "high", est.assumptions
+
+
+def test_a_batch_not_followed_is_made_from_the_first_loaders_samples(write):
+    est = estimate(write("mnist.py", MNIST.format(imports="from magic import prefetch",
+                                                    loop="data, target in prefetch(loader, 2)")))
+    assert est.facts.inputs[0].shape == (64, 1, 28, 28) and est.facts.input_assumed
+    assert any("the first field of a batch of the DataLoader at line 17" in a for a in est.assumptions)
+
+
+@pytest.mark.parametrize("bf16, dtype", [(False, "float16"), (True, "bfloat16"), (None, "bfloat16")])
+def test_bf16_support_is_the_gpus_checked_against(write, bf16, dtype):
+    # nanoGPT's `'bfloat16' if torch.cuda.is_bf16_supported() else 'float16'` read as
+    # bfloat16 on a T4 (sweep V); a GPU known only by its memory may do either.
+    est = estimate(write("amp.py", """\
+        import torch
+        from torch import nn
+        model = nn.Linear(64, 64).cuda()
+        opt = torch.optim.AdamW(model.parameters())
+        dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'
+        ptdtype = {'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+        for step in range(10):
+            with torch.autocast(device_type='cuda', dtype=ptdtype):
+                loss = model(torch.randn(8, 64, device='cuda')).pow(2).mean()
+            loss.backward()
+            opt.step()
+        """), Settings(bf16=bf16))
+    if bf16 is None:  # not known: either branch may be taken
+        assert est.facts.autocast in ("bfloat16", "float16")
+    else:
+        assert est.facts.autocast == dtype

@@ -102,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
     settings = Settings(batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
                         optimizer=_optimizer(args.optimizer) if args.optimizer else None,
                         params=parse_count(args.params) if args.params else None,
-                        script_args=tuple(_script_args(args)))
+                        script_args=tuple(_script_args(args)), bf16=gpu.bf16)
     return _report(path, settings, gpu, args)
 
 

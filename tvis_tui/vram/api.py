@@ -137,11 +137,11 @@ class Api:
         if isinstance(fn, Native):
             return fn.fn(self, fn, args, kwargs, node)
         if isinstance(fn, Ref):
-            return torchlib.call(self, fn.path, args, kwargs, node)
+            return _wrapped(torchlib.call(self, fn.path, args, kwargs, node), args)
         if isinstance(fn, Instance) and fn.cls is not None and "__call__" in fn.cls.methods:
             return self.interp.call_function(Function(fn.cls.methods["__call__"], fn.cls.scope, fn),
                                              args, kwargs)
-        return Unknown("call")
+        return _wrapped(Unknown("call"), args)
 
     def call_module(self, module: Any, args: list, kwargs: dict, line_no: int) -> Any:
         if not isinstance(module, Module):
@@ -228,3 +228,11 @@ class Api:
     def tensor_binary(self, op: str, left: Any, right: Any, node: Node) -> Any:
         return ops.binary(self.tape, op, left, right, self.interp.at(node))
 
+
+
+def _wrapped(result: Any, args: list) -> Any:
+    """What a call the reader does not know returned; the DataLoader where it was given
+    only that one (`tqdm(train_loader)`, a prefetcher): iterating it gives its batches."""
+    if isinstance(result, Unknown) and len(args) == 1 and isinstance(args[0], Loader):
+        return args[0]
+    return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tvis_tui.vram.values import UNKNOWN, Instance, Module, Native, Tensor, Unknown
+from tvis_tui.vram.values import UNKNOWN, Instance, Loader, Module, Native, Tensor, Unknown
 
 _PURE = {
     "int": int, "float": float, "str": str, "bool": bool, "abs": abs, "round": round,
@@ -19,8 +19,15 @@ _PURE = {
 }
 
 
+_ITERATING = frozenset({"enumerate", "zip", "iter", "list", "tuple"})
+"""Built-ins that take what a `for` over their argument would give (a DataLoader's batch)."""
+
+
 def _pure(name: str, fn: Any) -> Native:
     def call(api: Any, native: Native, args: list, kwargs: dict, node: Any) -> Any:
+        if name in _ITERATING and args and any(isinstance(a, Loader) for a in args):
+            # `enumerate(train_loader)`: the batch as the loop over the loader would see it
+            args = [api.iterate(a, node, False) if isinstance(a, Loader) else a for a in args]
         if name == "len" and args and isinstance(args[0], Tensor):
             return args[0].shape[0] if args[0].shape else Unknown("len")
         if name == "len" and args and isinstance(args[0], Module):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from tvis_tui.vram.estimate import estimate
+from tvis_tui.vram.facts import Settings
 from tvis_tui.vram.gpus import GIB, find_gpu
 from tvis_tui.vram.source import UnreadableScript, line_span
 from tvis_tui.vram.suggest import suggest
@@ -32,7 +33,7 @@ def vram_findings(paths: Iterable[str | Path], gpu: str) -> list[dict]:
     findings = []
     for path in paths:
         try:
-            result = estimate(path)
+            result = estimate(path, Settings(bf16=target.bf16))
         except UnreadableScript:
             continue
         except Exception as exc:  # a bug in the estimate must not hide every other finding

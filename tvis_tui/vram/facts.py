@@ -43,6 +43,9 @@ class Settings:
     freeze_embeddings: bool = False
     accumulation: int | None = None
     device: str = "cuda"
+    bf16: bool | None = None
+    """Whether the GPU checked against computes in bfloat16 (a T4 does not): what the
+    script's `torch.cuda.is_bf16_supported()` returns; None where no GPU is named."""
     script_args: tuple[str, ...] = ()
     """The script's command line (vram's --script-args): what its parse_args() returns."""
 
@@ -62,6 +65,8 @@ class Facts:
     input_assumed: bool = False
     """The model's input was made up (synthetic_input), not read: it is listed as assumed."""
     optimizers: list[Optimizer] = field(default_factory=list)
+    loaders: list[Loader] = field(default_factory=list)
+    """The DataLoaders the script made, in order (a training one usually first)."""
     autocast: str | None = None
     autocast_line: int = 0
     param_dtype: str | None = None
@@ -181,11 +186,12 @@ class Facts:
         self.model_line = module.line
         self._mark_repeated(module)
         if not args or not isinstance(args[0], Tensor):
-            made = synthetic_input(self, module)
+            made, source = loader_input(self) or (synthetic_input(self, module), None)
             self.input_assumed = True
-            self.assume(f"model input {'x'.join(map(str, made.shape))} {made.dtype}, sized from "
-                        "the first layer and the script's named sizes (the batch itself could "
-                        "not be followed)")
+            how = (f"the first field of a batch of the DataLoader at line {source.line}" if source
+                   else "sized from the first layer and the script's named sizes")
+            self.assume(f"model input {'x'.join(map(str, made.shape))} {made.dtype}, {how} "
+                        "(the batch itself could not be followed)")
             args = [made] + list(args[1:])
         self.inputs = [a for a in args if isinstance(a, Tensor)]
         if self.settings.dtype and self.settings.dtype.startswith("amp-") and tape.autocast is None:
@@ -369,6 +375,19 @@ def _weight_dtype(layer: Module | None) -> str:
     """The dtype a layer takes its input in: its weight's (a `.half()` model is fed half)."""
     weight = layer.attrs.get("weight") if layer is not None else None
     return weight.dtype if isinstance(weight, Param) else "float32"
+
+
+def loader_input(facts: Facts) -> tuple[Tensor, Loader] | None:
+    """What the first field of a batch of the script's first DataLoader whose samples are
+    known looks like (a torchvision MNIST's 1x28x28 images), and that loader; None where
+    no loader's are."""
+    for loader in facts.loaders:
+        sample = loader.sample
+        first = sample[0] if isinstance(sample, (tuple, list)) and sample else sample
+        batch = facts.settings.batch_size or loader.batch_size
+        if isinstance(first, Tensor) and isinstance(batch, int) and not isinstance(batch, bool):
+            return Tensor((batch,) + first.shape, first.dtype), loader
+    return None
 
 
 def synthetic_input(facts: Facts, model: Module) -> Tensor:

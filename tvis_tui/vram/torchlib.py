@@ -110,10 +110,13 @@ def _data(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
         batch = api.facts.override("batch_size", kwargs.get(
             "batch_size", args[1] if len(args) > 1 else 1))
         if isinstance(dataset, Instance):
-            return Loader(batch, _first_item(api, dataset), at)
-        if not isinstance(dataset, Loader):
-            return Loader(batch, UNKNOWN, at)
-        return Loader(batch, dataset.sample, at, dataset.tensors)
+            loader = Loader(batch, _first_item(api, dataset), at)
+        elif isinstance(dataset, Loader):
+            loader = Loader(batch, dataset.sample, at, dataset.tensors)
+        else:
+            loader = Loader(batch, UNKNOWN, at)
+        api.facts.loaders.append(loader)
+        return loader
     if name in ("random_split", "Subset"):  # parts of a dataset: items shaped as its own
         dataset = args[0] if args else kwargs.get("dataset")
         if isinstance(dataset, Instance):
@@ -151,7 +154,7 @@ def _first_item(api: Any, dataset: Instance) -> Any:
 
 
 def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
-    """argparse, namespaces, dataclasses, torch.device and functools.partial."""
+    """argparse, namespaces, dataclasses, torch.device, the GPU's abilities and functools.partial."""
     name = parts[-1]
     if name == "ArgumentParser":
         return Instance(None, {"_kind": "argparse", "_dests": {}, "_specs": []})
@@ -165,6 +168,11 @@ def _python(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> An
         return kwargs.get("default", UNKNOWN)
     if name == "device":
         return args[0] if args else "cuda"
+    if parts[:2] == ["torch", "cuda"] and name in ("is_available", "is_bf16_supported"):
+        # The GPU checked against answers: `'bfloat16' if is_bf16_supported() else 'float16'`
+        settings = api.facts.settings
+        known = settings.device == "cuda" if name == "is_available" else settings.bf16
+        return UNKNOWN if known is None else known
     if name == "partial" and parts[0] == "functools" and args:
         return _partial(args[0], args[1:], kwargs)
     if name == "chain" and parts[0] == "itertools":
