@@ -629,3 +629,31 @@ def test_bf16_support_is_the_gpus_checked_against(write, bf16, dtype):
         assert est.facts.autocast in ("bfloat16", "float16")
     else:
         assert est.facts.autocast == dtype
+
+
+@pytest.mark.parametrize("size, says", [
+    ("int(sys.argv[1])", "size of the nn.Parameter at line 9 not readable; it is not counted"),
+    ("args.dim", "size of the nn.Parameter at line 9 not readable (give --dim, which the script "
+                 "requires, with --script-args); it is not counted"),
+])
+def test_a_parameter_of_unreadable_size_is_named_not_silently_dropped(write, size, says):
+    est = estimate(write("par.py", f"""\
+        import argparse, sys
+        import torch
+        from torch import nn
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--dim", type=int, required=True)
+        args = parser.parse_args()
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__(); self.table = nn.Parameter(torch.randn({size}, 64))
+                self.fc = nn.Linear(64, 64)
+            def forward(self, x):
+                return self.fc(x)
+        model = Net()
+        opt = torch.optim.Adam(model.parameters())
+        for i in range(3):
+            model(torch.randn(8, 64)).mean().backward(); opt.step(); opt.zero_grad()
+        """))
+    assert says in est.assumptions
+    assert est.confidence == "medium"

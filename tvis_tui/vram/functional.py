@@ -6,12 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from tvis_tui.vram import ops
-from tvis_tui.vram.values import DType, Tensor, Unknown
+from tvis_tui.vram.values import DType, Required, Tensor, Unknown
+
+
+def _given_sizes(args: list, kwargs: dict) -> tuple:
+    sizes = kwargs.get("size", args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args)
+    return tuple(s for s in sizes if not isinstance(s, DType))
 
 
 def _sizes(args: list, kwargs: dict) -> tuple | None:
-    sizes = kwargs.get("size", args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args)
-    sizes = tuple(s for s in sizes if not isinstance(s, DType))
+    sizes = _given_sizes(args, kwargs)
     return sizes if all(isinstance(s, int) and not isinstance(s, bool) for s in sizes) else None
 
 
@@ -36,9 +40,10 @@ def factory(api: Any, name: str, args: list, kwargs: dict, at: int) -> Any:
     if name in ("zeros_like", "ones_like", "randn_like", "empty_like", "rand_like", "full_like"):
         return Tensor(args[0].shape, args[0].dtype) if args and isinstance(args[0], Tensor) else (
             Unknown(name))
-    sizes = _sizes(args[:1] if name == "full" else args, kwargs)
-    if sizes is None:
-        return Unknown(f"{name} size")
+    given = args[:1] if name == "full" else args
+    sizes = _sizes(given, kwargs)
+    if sizes is None:  # an argument the script requires says which flag would size it
+        return next((s for s in _given_sizes(given, kwargs) if isinstance(s, Required)), Unknown(f"{name} size"))
     return Tensor(tuple(sizes), _dtype(kwargs))
 
 

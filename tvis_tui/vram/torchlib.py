@@ -72,6 +72,12 @@ def _modules(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> A
         return api.facts.on_layer(layers.build(name, args, kwargs, at))
     if name == "Parameter":
         t = args[0] if args else kwargs.get("data")
+        sized = isinstance(t, Tensor) and all(type(d) is int for d in t.shape)
+        if not sized:  # counted as nothing: the estimate must not read as if it were followed
+            required = t.why if isinstance(t, Required) else next(
+                (d.why for d in getattr(t, "shape", ()) if isinstance(d, Required)), None)
+            give = f" (give {required}, which the script requires, with --script-args)" if required else ""
+            api.facts.assume(f"size of the nn.Parameter at line {at} not readable{give}; it is not counted")
         return Param(t.shape, t.dtype) if isinstance(t, Tensor) else UNKNOWN
     return _NOT_MINE
 
