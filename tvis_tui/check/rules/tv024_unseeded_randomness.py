@@ -28,7 +28,8 @@ class UnseededRandomness(Rule):
         torchvision `Random*` transforms) when no seed is set anywhere in the checked
         files: no call whose name contains `seed` (`torch.manual_seed`, `random.seed`,
         `np.random.seed`, `seed_everything`, `set_seed`, `Generator().manual_seed`) and
-        no `seed=` option.
+        no `seed=` option, in the file, the files it imports, or the files importing it
+        (a seed in another script checked beside it seeds nothing here).
     Why is this bad:
         Without a seed every run shuffles, initialises and augments differently, so a
         change cannot be told apart from noise, a diverging run cannot be replayed, and a
@@ -43,7 +44,7 @@ class UnseededRandomness(Rule):
         loader = DataLoader(dataset, batch_size=32, shuffle=True)
         model = Net()
     Known limits:
-        Any seeding call anywhere in the checked files silences the rule, even one that
+        Any seeding call among those files silences the rule, even one that
         does not cover every generator used; a seed read from a config by a library the
         rule cannot see is missed. Weight initialisation and `torch.rand*` calls (synthetic
         data, GAN noise) are not counted as uses of randomness: the data order and
@@ -58,7 +59,7 @@ class UnseededRandomness(Rule):
           "np.random.seed(s)"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        if _seeded(ctx.project) or not _in_training_code(ctx.project, ctx.file):
+        if not _in_training_code(ctx.project, ctx.file) or _seeded(ctx.project, ctx.file):
             return
         for call in ctx.calls:
             source = _random_source(ctx, call)
@@ -87,10 +88,28 @@ def _in_training_code(project: Project, fm: FileModel) -> bool:
     return id(fm) in project.memo[key]
 
 
-def _seeded(project: Project) -> bool:
-    key = ("seeded", id(project))
+def _seeded(project: Project, fm: FileModel) -> bool:
+    """A seed runs with `fm`: in it, a file it imports, or a file that imports it (a
+    training script seeding before it builds a dataset module's augmentation) or one of
+    theirs; not one in another script checked beside it (`tvis check examples/`)."""
+    key = ("seeded", id(fm))
     if key not in project.memo:
-        project.memo[key] = any(_file_seeds(fm) for fm in project.files)
+        importers = _importers(project).get(id(fm), [])
+        together = [fm, *project.imported_files(fm), *importers,
+                    *(f for other in importers for f in project.imported_files(other))]
+        project.memo[key] = any(_file_seeds(f) for f in together)
+    return project.memo[key]
+
+
+def _importers(project: Project) -> dict[int, list[FileModel]]:
+    """For each checked file (by id), the checked files that import it."""
+    key = ("importers", id(project))
+    if key not in project.memo:
+        found: dict[int, list[FileModel]] = {}
+        for other in project.files:
+            for imported in project.imported_files(other):
+                found.setdefault(id(imported), []).append(other)
+        project.memo[key] = found
     return project.memo[key]
 
 
