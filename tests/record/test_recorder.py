@@ -888,6 +888,8 @@ for i in range(2):
         assert step.extra["optimizer_losses"] == [
             {"optimizer": "SGD", "model": "Critic", "seq": optimizers["SGD"], "loss": pytest.approx(r + f, rel=1e-12)},
             {"optimizer": "Adam", "model": "Maker", "seq": optimizers["Adam"], "loss": pytest.approx(lg, rel=1e-12)}]
+        # What each trains, on its call too (the `w` view's learning rates are named by it).
+        assert [run.call(optimizers[n]).extra["trains"] for n in ("SGD", "Adam")] == ["Critic", "Maker"]
     assert not any("losses_not_applied" in s.extra for s in steps)
 
 

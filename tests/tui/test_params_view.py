@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from conftest import tensor_slot
 from pilot import opened, press
 from screen_text import screen_text
@@ -106,22 +107,29 @@ async def test_the_step_view_names_the_steps_learning_rates(tmp_path):
         assert "step 2  loss 1  lr 0.05, 0.5" in screen_text(pilot.app)
 
 
-def test_two_optimizers_of_one_type_have_a_learning_rate_row_each(tmp_path):
+@pytest.mark.parametrize("trains, labels", [
+    ((None, None), ("lr Adam line 19", "lr Adam line 24")),  # runs before Dec 2026
+    (("Critic", "Generator"), ("lr Adam Critic", "lr Adam Generator")),
+    (("Net", "Net"), ("lr Adam line 19", "lr Adam line 24")),  # the same model: by line still
+])
+def test_two_optimizers_of_one_type_have_a_learning_rate_row_each(tmp_path, trains, labels):
     # A WGAN's critic (3 steps) and generator (1), both Adam, at 4e-4 and 1e-4: one "lr Adam"
-    # row alternating between them read as a scheduler (review).
+    # row alternating between them read as a scheduler (review); named by what each
+    # trains where the recorder says, not by a line number the reader must look up.
     from tvis_tui.store import RunReader, Site
     from tvis_tui.store.parameters import parameter_history
 
     with RunWriter(tmp_path / "run") as w:
         w.put_meta(script="train.py", argv=[], started_at="2026-12-01T10:00:00", status="running")
-        for step, (line, lr) in enumerate([(19, 4e-4), (19, 4e-4), (24, 1e-4)], start=1):
+        for step, (line, lr, model) in enumerate([(19, 4e-4, trains[0]), (19, 4e-4, trains[0]),
+                                                  (24, 1e-4, trains[1])], start=1):
             w.put_call(CallRecord(seq=step, parent=0, depth=0, step=step, phase="optimizer", kind="optimizer",
                                   name="Adam", type="Adam", call_site=Site("train.py", line), start_ns=step,
-                                  duration_ns=5, extra={"lrs": [lr]}))
+                                  duration_ns=5, extra={"lrs": [lr], **({"trains": model} if model else {})}))
             w.put_step(StepRecord(step=step, first_seq=step, last_seq=step, loss=1.0))
         w.close(status="ok", steps_recorded=3)
     history = parameter_history(RunReader(tmp_path / "run"))
-    assert history.lrs == {"lr Adam line 19": {1: 4e-4, 2: 4e-4}, "lr Adam line 24": {3: 1e-4}}
+    assert history.lrs == {labels[0]: {1: 4e-4, 2: 4e-4}, labels[1]: {3: 1e-4}}
 
 
 def test_a_group_added_mid_run_leaves_group_0_one_row(tmp_path):

@@ -253,9 +253,9 @@ async def test_a_gan_step_shows_each_optimizers_loss_and_plots_one_line_each(tmp
         for step in (1, 2, 3):
             write_step(w, step, np.random.default_rng(0))
             base = (step - 1) * CALLS_PER_STEP
-            apart = [{"optimizer": "Adam", "model": "Discriminator", "seq": base + 14, "loss": 1.3 - 0.1 * step}]
+            apart = [{"optimizer": "Adam", "model": "Discriminator.main", "seq": base + 14, "loss": 1.3 - 0.1 * step}]
             if step != 2:
-                apart.append({"optimizer": "Adam", "model": "Generator", "seq": base + 15, "loss": 0.6 * step})
+                apart.append({"optimizer": "Adam", "model": "Generator.main", "seq": base + 15, "loss": 0.6 * step})
             w.put_step(StepRecord(step=step, first_seq=base + 1, last_seq=base + CALLS_PER_STEP,
                                   loss=apart[0]["loss"], extra={"optimizer_losses": apart}))
         w.close(status="ok", steps_recorded=3)

@@ -22,7 +22,7 @@ from tvis_tui.record.hook_base import HookBase, eager
 from tvis_tui.record.orphan_params import bare_parameters, orphans
 from tvis_tui.record.param_totals import norm_together
 from tvis_tui.record.slots import MAX_SLOTS
-from tvis_tui.record.steps import common_part
+from tvis_tui.store.model_parts import common_part
 from tvis_tui.record.updates import NAMES_LISTED, given_names, named, params as optimizer_params
 
 
@@ -112,10 +112,12 @@ class OptimizerHooks(HookBase):
             if unlisted is not None:  # their weights as the step left them, together too
                 unlisted["weight_norm"] = (self._together([p for _, p in stepped[MAX_SLOTS:]]) or (None,))[0]
                 extra["unlisted"] = unlisted
+            model = common_part([name for name, _ in stepped])
+            if model:  # what it trains: a GAN's two Adams read apart
+                extra["trains"] = model
             # The step's result: the parameters it updated, as they are now.
             self.log.close(call, ended, iter(stepped), role="param", extra=extra)
-            site, model = call.record.call_site, common_part([name for name, _ in stepped])
-            who = {"seq": call.record.seq, **({"model": model} if model else {})}
+            site, who = call.record.call_site, {"seq": call.record.seq, **({"model": model} if model else {})}
         self.stale.after_step(ps)
         self.steps.after_optimizer_step(opt, site, who)
 

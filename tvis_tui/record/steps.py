@@ -413,20 +413,5 @@ def losses_apart(losses: list[float], applied_by: list[tuple[dict[str, Any], ran
         if seen.intersection(r):
             return []
         seen.update(r)
-    apart = [{**who, "loss": sum(losses[i] for i in r)} for who, r in ranges]
-    roots = [str(a.get("model", "")).split(".")[0] for a in apart]
-    if all(roots) and len(set(roots)) == len(roots):  # `Generator`, not `Generator.main`
-        apart = [{**a, "model": root} for a, root in zip(apart, roots)]
-    return apart
+    return [{**who, "loss": sum(losses[i] for i in r)} for who, r in ranges]
 
-
-def common_part(names: list[str]) -> str | None:
-    """The part of a model these parameter names share (`Net.critic` for
-    `Net.critic.0.weight` and `Net.critic.2.bias`); None where they share no model."""
-    parts = [name.split(".")[:-1] for name in names]
-    shared: list[str] = []
-    for level in zip(*parts) if parts else ():
-        if len(set(level)) > 1:
-            break
-        shared.append(level[0])
-    return ".".join(shared) or None

@@ -22,6 +22,7 @@ from textual_plotext import PlotextPlot
 
 from tvis_tui.store import RunReader, StepRecord
 from tvis_tui.store.listing import byte_unit
+from tvis_tui.store.model_parts import told_apart
 from tvis_tui.store.parameters import optimizer_calls, step_lrs
 from tvis_tui.store.samples import batch_tokens_of, predictions, samples
 from tvis_tui.store.step_details import (broadcast_shapes, chance_loss, eval_layers, fed_probabilities,
@@ -228,7 +229,8 @@ class StepScreen(Screen[None]):
             apart = [(s.step, optimizer_losses(s)) for s in complete]
             names = list(dict.fromkeys(name for _, losses in apart for name, _ in losses))
             if len(names) > 1:
-                return [(name, [(x, dict(losses)[name]) for x, losses in apart if name in dict(losses)])
+                short = told_apart(names)  # `Generator`, not `Generator.main`
+                return [(short[name], [(x, dict(losses)[name]) for x, losses in apart if name in dict(losses)])
                         for name in names]
         return [("", [(s.step, value_of(s)) for s in complete])]
 

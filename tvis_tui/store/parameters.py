@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from tvis_tui.store.reader import RunReader
+from tvis_tui.store.model_parts import told_apart
 from tvis_tui.store.records import CallRecord, Slot
 
 
@@ -61,10 +62,17 @@ def parameter_history(reader: RunReader) -> ParamHistory:
     for call in (c for calls in by_step.values() for c in calls):
         sites.setdefault(call.name, set()).add(call.call_site.line if call.call_site else None)
     by_line = {name for name, lines in sites.items() if len(lines) > 1}
+    # Better by what each trains, where the recorder named it (since Dec 2026) and the
+    # models differ: `lr Adam Discriminator`, `lr Adam Generator`.
+    trains: dict[str, set[str | None]] = {}
+    for call in (c for calls in by_step.values() for c in calls):
+        trains.setdefault(call.name, set()).add(_trains(call))
+    by_model = {name: told_apart(list(models)) for name, models in trains.items()
+                if len(models) > 1 and None not in models}
     # One that gains a group (`add_param_group`, unfreezing) names group 0 as it will later.
     grouped = {c.name for calls in by_step.values() for c in calls if len(c.extra.get("lrs") or ()) > 1}
     for step, calls in by_step.items():
-        for label, lr in step_lrs(calls, by_line, grouped):
+        for label, lr in step_lrs(calls, by_line - set(by_model), grouped, by_model):
             history.lrs.setdefault(label, {})[step] = lr
         for call in calls:
             _add(history, step, _points(call, reader.slots(call.seq)))
@@ -80,24 +88,33 @@ def optimizer_calls(reader: RunReader, step: int) -> list[CallRecord]:
 
 
 def step_lrs(calls: list[CallRecord], by_line: set[str] = frozenset(),
-             grouped: set[str] = frozenset()) -> list[tuple[str, float | None]]:
+             grouped: set[str] = frozenset(), by_model: dict[str, dict[str, str]] | None = None
+             ) -> list[tuple[str, float | None]]:
     """(label, learning rate) of each param group of each optimizer call: `lr SGD`, with
-    `line N` (the line of its step() call) for the types in `by_line`, `group i` where an
-    optimizer has several (or is in `grouped`) and `#k` for a second call of one label in
-    the step."""
+    what it trains for the types in `by_model`, as that names it (`lr Adam Generator`), `line N` (the line of
+    its step() call) for those in `by_line`, `group i` where an optimizer has several (or
+    is in `grouped`) and `#k` for a second call of one label in the step."""
+    by_model = by_model or {}
     out: list[tuple[str, float | None]] = []
     seen: dict[str, int] = {}
     for call in calls:
         lrs = call.extra.get("lrs")
         if not isinstance(lrs, list):
             continue
-        base = call.name + (f" line {call.call_site.line}" if call.name in by_line and call.call_site else "")
+        base = call.name + (f" {by_model[call.name][_trains(call)]}" if call.name in by_model else
+                            f" line {call.call_site.line}" if call.name in by_line and call.call_site else "")
         seen[base] = seen.get(base, 0) + 1
         name = base if seen[base] == 1 else f"{base}#{seen[base]}"
         for i, lr in enumerate(lrs):
             value = float(lr) if isinstance(lr, (int, float)) else None
             out.append((f"lr {name}" + (f" group {i}" if len(lrs) > 1 or call.name in grouped else ""), value))
     return out
+
+
+def _trains(call: CallRecord) -> str | None:
+    """The model, or part of one, an optimizer call trains (the recorder's `trains`)."""
+    trains = call.extra.get("trains")
+    return trains if isinstance(trains, str) and trains else None
 
 
 def _add_findings(history: ParamHistory, step: int, extra: dict) -> None:

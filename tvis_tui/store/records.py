@@ -199,7 +199,8 @@ class CallRecord(_Wire):
                                 "no_grad_frozen": list[str], "no_grad_frozen_count": int,
                                 "not_zeroed": list[str], "not_zeroed_count": int,
                                 "not_stepped": list[str], "not_stepped_count": int, "eval_while_training": bool,
-                                "clip_params": int, "clip_grads": int, "hyper": list[dict[str, Any]]}
+                                "clip_params": int, "clip_grads": int, "hyper": list[dict[str, Any]],
+                                "trains": str}
 
     def closed(self, duration_ns: int, nonfinite_output: bool, error: str | None,
                extra: dict[str, Any]) -> "CallRecord":

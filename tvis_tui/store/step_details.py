@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tvis_tui.store.model_parts import told_apart
 from tvis_tui.store.reader import RunReader
 from tvis_tui.store.records import StepRecord
 from tvis_tui.store.samples import batches
@@ -127,7 +128,8 @@ def loss_label(step: StepRecord | None, named: bool = True) -> str | None:
     unless `named`, where the room is short); None when it has none."""
     apart = optimizer_losses(step)
     if len(apart) > 1:
-        return ", ".join(f"{name} {value:.4g}" if named else f"{value:.4g}" for name, value in apart)
+        short = told_apart([name for name, _ in apart])
+        return ", ".join(f"{short[name]} {value:.4g}" if named else f"{value:.4g}" for name, value in apart)
     return None if step is None or step.loss is None else f"{step.loss:.4g}"
 
 
