@@ -657,3 +657,27 @@ def test_a_parameter_of_unreadable_size_is_named_not_silently_dropped(write, siz
         """))
     assert says in est.assumptions
     assert est.confidence == "medium"
+
+
+@pytest.mark.parametrize("wrap, call", [
+    ("model = nn.DataParallel(model).cuda()", "model(x)"),
+    ("model = torch.nn.DataParallel(model, device_ids=[0, 1])", "model.module(x)"),
+    ("model = model.cuda()", "nn.parallel.data_parallel(model, x, [0, 1])"),
+])
+def test_data_parallel_is_followed_as_the_model_on_one_gpu(write, wrap, call):
+    # pytorch/examples' imagenet wraps with DataParallel: "the model could not be
+    # followed", and data_parallel() left the activations out without a word (sweep V).
+    est = estimate(write("dp.py", f"""\
+        import torch
+        from torch import nn
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 32 * 32, 10))
+        {wrap}
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(10):
+            x = torch.randn(64, 3, 32, 32, device='cuda')
+            loss = nn.functional.cross_entropy({call}, torch.randint(0, 10, (64,), device='cuda'))
+            opt.zero_grad(); loss.backward(); opt.step()
+        """))
+    assert est.facts.model.kind == "Sequential" and est.facts.inputs[0].shape == (64, 3, 32, 32)
+    assert est.breakdown["activations"] >= 64 * 16 * 32 * 32 * 4  # the conv's output, kept
+    assert any(a.startswith("DataParallel at line") for a in est.assumptions)

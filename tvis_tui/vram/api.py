@@ -80,6 +80,8 @@ class Api:
                 return True  # the reader follows training, not evaluation
             if name in obj.attrs:
                 return obj.attrs[name]
+            if name == "module" and id(obj) in self.facts.wrapped:
+                return obj  # `model.module` of a wrapped model: the model stands for its wrapper
             if obj.cls is not None and name in obj.cls.methods:
                 return self.method(obj, name)
             if obj.cls is not None and name in obj.cls.fields:

@@ -65,6 +65,8 @@ class Facts:
     input_assumed: bool = False
     """The model's input was made up (synthetic_input), not read: it is listed as assumed."""
     optimizers: list[Optimizer] = field(default_factory=list)
+    wrapped: set[int] = field(default_factory=set)
+    """Models a DDP/FSDP/DataParallel wrapper holds (by id): their `.module` is themselves."""
     loaders: list[Loader] = field(default_factory=list)
     """The DataLoaders the script made, in order (a training one usually first)."""
     autocast: str | None = None

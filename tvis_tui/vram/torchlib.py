@@ -102,11 +102,32 @@ def _training(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> 
         return args[0] if args else UNKNOWN
     if name in _PARALLEL:
         facts.on_sharding(_PARALLEL[name], at)
-        return args[0] if args else UNKNOWN
+        return _wrapped_model(facts, args, kwargs)
+    if name == "DataParallel":
+        facts.assume(_data_parallel(at))
+        return _wrapped_model(facts, args, kwargs)
+    if name == "data_parallel" and "parallel" in parts:  # nn.parallel.data_parallel(model, x, ids)
+        facts.assume(_data_parallel(at))
+        module, inputs = (list(args) + [kwargs.get("module", UNKNOWN), kwargs.get("inputs", UNKNOWN)])[:2]
+        return api.call_module(module, list(inputs) if isinstance(inputs, tuple) else [inputs], {}, at)
     if name in ("checkpoint", "checkpoint_sequential") and "checkpoint" in parts[:-1]:
         facts.checkpoint_line = facts.checkpoint_line or at
         return checkpoint(api, args[0] if args else UNKNOWN, args[1:], kwargs, at)
     return _NOT_MINE
+
+
+def _wrapped_model(facts: Any, args: list, kwargs: dict) -> Any:
+    """The model a DDP/FSDP/DataParallel wrapper holds, standing for the wrapper (its
+    `.module` is the model itself)."""
+    model = args[0] if args else kwargs.get("module", UNKNOWN)
+    if isinstance(model, Module):
+        facts.wrapped.add(id(model))
+    return model
+
+
+def _data_parallel(at: int) -> str:
+    return (f"DataParallel at line {at}: counted as one GPU running the whole batch; on N GPUs "
+            "each replica keeps about 1/N of these activations, GPU 0 the gathered outputs too")
 
 
 def _data(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> Any:
