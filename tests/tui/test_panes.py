@@ -696,14 +696,19 @@ async def test_an_optimizer_steps_norms_and_update_ratios_show_beside_long_names
         assert update.startswith("update …blocks.0.conv1.weight 0/0 6.5 0.027 "), update
 
 
+async def _scroll_to(pilot, column: str) -> None:
+    """Focus the inspector and scroll right until `column` is its first after the name."""
+    pilot.app.screen.query_one(Inspector).focus()
+    for _ in range(12):
+        if _inspector_lines(pilot)[0].replace("‹", " ").split()[1] == column:
+            return
+        await press(pilot, "right")
+
+
 async def test_a_column_scrolled_to_stays_in_view_into_an_optimizer_step(tmp_path):
     path = _optimizer_run(tmp_path / "run", _grad("Net.fc.weight"), module_call=True)
     async with opened(path, 1, size=(80, 30)) as pilot:
-        pilot.app.screen.query_one(Inspector).focus()
-        for _ in range(12):
-            if _inspector_lines(pilot)[0].replace("‹", " ").split()[1] == "std":
-                break
-            await press(pilot, "right")
+        await _scroll_to(pilot, "std")
         pilot.app.screen.query_one(CallTree).focus()
         await press(pilot, "s")
         assert "optimizer" in screen_text(pilot.app).splitlines()[-2]
@@ -718,11 +723,7 @@ async def test_stepping_from_an_optimizers_own_column_to_a_module_call(tmp_path)
     path = _optimizer_run(tmp_path / "run", _grad("Net.fc.weight", role="update", ratio=0.02),
                           module_call=True)
     async with opened(path, 2, size=(80, 30)) as pilot:
-        pilot.app.screen.query_one(Inspector).focus()
-        for _ in range(6):
-            if _inspector_lines(pilot)[0].replace("‹", " ").split()[1] == "Δ/w":
-                break
-            await press(pilot, "right")
+        await _scroll_to(pilot, "Δ/w")
         assert _inspector_lines(pilot)[0].replace("‹", " ").split()[1] == "Δ/w"
         pilot.app.screen.query_one(CallTree).focus()
         await press(pilot, "S")

@@ -58,21 +58,20 @@ def parameter_history(reader: RunReader) -> ParamHistory:
     by_step = {step: optimizer_calls(reader, step) for step in reader.phase_steps()}
     # Two optimizers of one type stepped from different lines (a WGAN's critic and
     # generator) are told apart by the line, or their lrs would read as one that changes.
-    sites: dict[str, set[int | None]] = {}
-    for call in (c for calls in by_step.values() for c in calls):
-        sites.setdefault(call.name, set()).add(call.call_site.line if call.call_site else None)
-    by_line = {name for name, lines in sites.items() if len(lines) > 1}
     # Better by what each trains, where the recorder named it (since Dec 2026) and the
     # models differ: `lr Adam Discriminator`, `lr Adam Generator`.
+    sites: dict[str, set[int | None]] = {}
     trains: dict[str, set[str | None]] = {}
     for call in (c for calls in by_step.values() for c in calls):
+        sites.setdefault(call.name, set()).add(call.call_site.line if call.call_site else None)
         trains.setdefault(call.name, set()).add(_trains(call))
+    by_line = {name for name, lines in sites.items() if len(lines) > 1}
     by_model = {name: told_apart(list(models)) for name, models in trains.items()
                 if len(models) > 1 and None not in models}
     # One that gains a group (`add_param_group`, unfreezing) names group 0 as it will later.
     grouped = {c.name for calls in by_step.values() for c in calls if len(c.extra.get("lrs") or ()) > 1}
     for step, calls in by_step.items():
-        for label, lr in step_lrs(calls, by_line - set(by_model), grouped, by_model):
+        for label, lr in step_lrs(calls, by_line, grouped, by_model):
             history.lrs.setdefault(label, {})[step] = lr
         for call in calls:
             _add(history, step, _points(call, reader.slots(call.seq)))

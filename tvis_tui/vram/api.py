@@ -231,7 +231,6 @@ class Api:
         return ops.binary(self.tape, op, left, right, self.interp.at(node))
 
 
-
 def _wrapped(result: Any, args: list) -> Any:
     """What a call the reader does not know returned; the DataLoader where it was given
     only that one (`tqdm(train_loader)`, a prefetcher): iterating it gives its batches."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from tree_sitter import Node
 
@@ -134,9 +134,8 @@ class Facts:
     # model ----------------------------------------------------------------------------
     def on_layer(self, module: Module) -> Module:
         if module.config.get("unsized"):
-            required = next((v.why for v in module.config.values() if isinstance(v, Required)), None)
-            give = f" (give {required}, which the script requires, with --script-args)" if required else ""
-            self.assume(f"size of {module.kind} at line {module.line} not readable{give}; "
+            self.assume(f"size of {module.kind} at line {module.line} not readable"
+                        f"{required_hint(module.config.values())}; "
                         "its parameters and outputs are not counted")
         if self.settings.dtype in ("float16", "bfloat16"):
             for p in module.params():
@@ -331,6 +330,13 @@ class Facts:
                              "import_statement", "import_from_statement", "expression_statement"):
                 api.interp.exec_stmt(stmt, scope)
         return scope
+
+
+def required_hint(values: Iterable[Any]) -> str:
+    """` (give --dim, which the script requires, with --script-args)` where one of `values`
+    is an argument the script requires that was not given; "" otherwise."""
+    required = next((v.why for v in values if isinstance(v, Required)), None)
+    return f" (give {required}, which the script requires, with --script-args)" if required else ""
 
 
 def held_tensors(scopes: list, host_data: bool) -> list[Tensor]:

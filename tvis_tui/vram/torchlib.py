@@ -10,6 +10,7 @@ from tree_sitter import Node
 
 from tvis_tui.vram import known_models, layers, lightning
 from tvis_tui.vram.losses import LOSSES
+from tvis_tui.vram.facts import required_hint
 from tvis_tui.vram.functional import functional_call
 from tvis_tui.vram.values import (ITEMSIZE, UNKNOWN, Context, DType, Instance, Loader, Module,
                                   Function, Native, Optimizer, Param, Ref, Required, Tensor, Unknown)
@@ -74,10 +75,9 @@ def _modules(api: Any, parts: list[str], args: list, kwargs: dict, at: int) -> A
         t = args[0] if args else kwargs.get("data")
         sized = isinstance(t, Tensor) and all(type(d) is int for d in t.shape)
         if not sized:  # counted as nothing: the estimate must not read as if it were followed
-            required = t.why if isinstance(t, Required) else next(
-                (d.why for d in getattr(t, "shape", ()) if isinstance(d, Required)), None)
-            give = f" (give {required}, which the script requires, with --script-args)" if required else ""
-            api.facts.assume(f"size of the nn.Parameter at line {at} not readable{give}; it is not counted")
+            sizes = [t] if isinstance(t, Required) else getattr(t, "shape", ())
+            api.facts.assume(f"size of the nn.Parameter at line {at} not readable"
+                             f"{required_hint(sizes)}; it is not counted")
         return Param(t.shape, t.dtype) if isinstance(t, Tensor) else UNKNOWN
     return _NOT_MINE
 

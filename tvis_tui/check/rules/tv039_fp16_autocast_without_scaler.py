@@ -69,7 +69,8 @@ class Fp16AutocastWithoutScaler(Rule):
     fix = "scale the loss with torch.amp.GradScaler('cuda'), or use dtype=torch.bfloat16"
 
     def check(self, ctx: Context) -> Iterator[Finding]:
-        casts = [(c, fp16) for c in ctx.calls_named("autocast") for fp16 in [_fp16_on_cuda(ctx, c)] if fp16]
+        found = ((c, _fp16_on_cuda(ctx, c)) for c in ctx.calls_named("autocast"))
+        casts = [(c, fp16) for c, fp16 in found if fp16]
         if not casts or _scales_anywhere(ctx):
             return
         for cast, fp16 in casts:
